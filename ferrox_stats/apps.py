@@ -1,0 +1,17 @@
+"""The app config: ``ready()`` only wires checks; no queries, no threads."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.core import checks
+
+
+class FerroxStatsConfig(AppConfig):
+    name = "ferrox_stats"
+    verbose_name = "Ferrox serving telemetry"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from .checks import check_settings
+
+        checks.register(check_settings, "ferrox_stats")

@@ -1,0 +1,120 @@
+"""System checks: each misconfiguration of ``FERROX_STATS`` has a stable id and a hint."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning
+from django.utils.module_loading import import_string
+
+from .conf import DEFAULTS
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _positive_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def check_settings(**kwargs: Any) -> list[CheckMessage]:
+    """Validate ``settings.FERROX_STATS`` against what the recorder can run with."""
+    user = getattr(settings, "FERROX_STATS", {})
+    if not isinstance(user, Mapping):
+        return [
+            Error(
+                "FERROX_STATS must be a dict.",
+                hint=f"Got {type(user).__name__}; see the README's Configuration section.",
+                id="ferrox_stats.E001",
+            )
+        ]
+    errors: list[CheckMessage] = []
+    values = {**DEFAULTS, **user}
+
+    for name in sorted(set(user) - set(DEFAULTS)):
+        errors.append(
+            Warning(
+                f"FERROX_STATS has an unknown key {name!r}; it is ignored.",
+                hint=f"Known keys: {', '.join(sorted(DEFAULTS))}.",
+                id="ferrox_stats.W001",
+            )
+        )
+
+    for name in ("RING_CAPACITY", "RATE_SAMPLE_CAP"):
+        if not _positive_int(values[name]):
+            errors.append(
+                Error(
+                    f"FERROX_STATS[{name!r}] must be a positive integer.",
+                    hint=f"Got {values[name]!r}; the default is {DEFAULTS[name]!r}.",
+                    id="ferrox_stats.E002",
+                )
+            )
+
+    max_page, capacity = values["MAX_PAGE"], values["RING_CAPACITY"]
+    if not _positive_int(max_page) or (_positive_int(capacity) and max_page > capacity):
+        errors.append(
+            Error(
+                "FERROX_STATS['MAX_PAGE'] must be a positive integer no larger than RING_CAPACITY.",
+                hint=f"Got MAX_PAGE={max_page!r} with RING_CAPACITY={capacity!r}.",
+                id="ferrox_stats.E003",
+            )
+        )
+
+    window, min_span = values["RATE_WINDOW_S"], values["RATE_MIN_SPAN_S"]
+    if not _positive_number(window) or not _positive_number(min_span) or min_span > window:
+        errors.append(
+            Error(
+                "FERROX_STATS['RATE_WINDOW_S'] and ['RATE_MIN_SPAN_S'] must be positive "
+                "seconds, with RATE_MIN_SPAN_S <= RATE_WINDOW_S.",
+                hint=f"Got RATE_WINDOW_S={window!r}, RATE_MIN_SPAN_S={min_span!r}.",
+                id="ferrox_stats.E004",
+            )
+        )
+
+    max_age = values["GAUGE_MAX_AGE_S"]
+    if max_age is not None and not _positive_number(max_age):
+        errors.append(
+            Error(
+                "FERROX_STATS['GAUGE_MAX_AGE_S'] must be positive seconds or None.",
+                hint=f"Got {max_age!r}; None keeps the last report forever.",
+                id="ferrox_stats.E005",
+            )
+        )
+
+    replica = values["REPLICA"]
+    if replica is not None and not (isinstance(replica, str) and replica.strip()):
+        errors.append(
+            Error(
+                "FERROX_STATS['REPLICA'] must be a non-empty string or None.",
+                hint=f"Got {replica!r}; None uses the host name.",
+                id="ferrox_stats.E006",
+            )
+        )
+
+    sink = values["ARCHIVE_SINK"]
+    if sink is not None:
+        try:
+            factory = import_string(sink) if isinstance(sink, str) else None
+        except ImportError as exc:
+            factory = None
+            reason = str(exc)
+        else:
+            reason = "not a dotted path to a callable"
+        if not callable(factory):
+            errors.append(
+                Error(
+                    "FERROX_STATS['ARCHIVE_SINK'] must be a dotted path to a callable or None.",
+                    hint=f"Got {sink!r}: {reason}.",
+                    id="ferrox_stats.E007",
+                )
+            )
+    return errors

@@ -1,0 +1,127 @@
+"""What is in flight right now, and what completed or aborted.
+
+Counting rules are FreeToken's, pinned by its tests:
+
+- ``begin(key)`` puts a request in flight.
+- ``abort(key, reason)`` counts ``aborts[reason]`` once; the request stays in flight,
+  marked aborting, until its terminal report.
+- ``finish(key, error)`` is the terminal report. An aborting request counts nothing
+  more (not a completion, and its error is not counted again). Any other counts as
+  completed, and one that carried an error counts ``aborts["error"]`` too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from .rate import DEFAULT_MIN_SPAN_S, DEFAULT_SAMPLE_CAP, RateReading, RateWindow
+
+CLIENT_DISCONNECT = "client_disconnect"
+EXPLICIT = "explicit"
+TIMEOUT = "timeout"
+ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSnapshot:
+    """The counters and rates at one instant."""
+
+    active: int
+    completed: int
+    aborts: dict[str, int] = field(default_factory=dict)
+    prompt_tokens_total: int = 0
+    completion_tokens_total: int = 0
+    decode: RateReading | None = None
+    prefill: RateReading | None = None
+
+
+class ServingStats:
+    """Thread-safe in-flight set, completion and abort counters, token totals and rates."""
+
+    def __init__(
+        self,
+        window_s: float = 5.0,
+        sample_cap: int = DEFAULT_SAMPLE_CAP,
+        min_span_s: float = DEFAULT_MIN_SPAN_S,
+    ) -> None:
+        self._lock = threading.Lock()
+        # key -> aborting?
+        self._inflight: dict[Hashable, bool] = {}
+        self._completed = 0
+        self._aborts: dict[str, int] = {}
+        self._prompt_tokens_total = 0
+        self._completion_tokens_total = 0
+        self.decode = RateWindow(window_s, sample_cap, min_span_s, lock=self._lock)
+        self.prefill = RateWindow(window_s, sample_cap, min_span_s, lock=self._lock)
+
+    def begin(self, key: Hashable) -> None:
+        """Put ``key`` in flight; a key already in flight is an error in the caller."""
+        with self._lock:
+            if key in self._inflight:
+                raise ValueError(f"request {key!r} is already in flight")
+            self._inflight[key] = False
+
+    def abort(self, key: Hashable, reason: str = CLIENT_DISCONNECT) -> bool:
+        """Count an abort of ``key`` under ``reason``; it stays in flight until ``finish``.
+
+        Returns whether it was counted: a request not in flight, or already aborting,
+        is not counted twice.
+        """
+        with self._lock:
+            if self._inflight.get(key, True):
+                return False
+            self._inflight[key] = True
+            self._aborts[reason] = self._aborts.get(reason, 0) + 1
+            return True
+
+    def finish(self, key: Hashable, error: bool = False) -> bool:
+        """The terminal report for ``key``: it leaves flight. Returns whether it was in flight."""
+        with self._lock:
+            aborting = self._inflight.pop(key, None)
+            if aborting is None:
+                return False
+            if not aborting:
+                self._completed += 1
+                if error:
+                    self._aborts[ERROR] = self._aborts.get(ERROR, 0) + 1
+            return True
+
+    def observe_tokens(self, now: float, prompt: int = 0, completion: int = 0) -> None:
+        """Token deltas seen at ``now``: they grow the lifetime totals and feed the rates."""
+        if prompt < 0 or completion < 0:
+            raise ValueError(f"token deltas must be >= 0, got {prompt!r}, {completion!r}")
+        with self._lock:
+            if prompt:
+                self._prompt_tokens_total += prompt
+                self.prefill.observe_locked(now, prompt)
+            if completion:
+                self._completion_tokens_total += completion
+                self.decode.observe_locked(now, completion)
+
+    @property
+    def active(self) -> int:
+        return len(self._inflight)
+
+    def is_inflight(self, key: Hashable) -> bool:
+        return key in self._inflight
+
+    def snapshot(self, now: float) -> ServingSnapshot:
+        """Every counter, and both rates read at ``now``."""
+        with self._lock:
+            active = len(self._inflight)
+            completed = self._completed
+            aborts = dict(self._aborts)
+            prompt_total = self._prompt_tokens_total
+            completion_total = self._completion_tokens_total
+        # Read outside our lock: the windows take it themselves.
+        return ServingSnapshot(
+            active=active,
+            completed=completed,
+            aborts=aborts,
+            prompt_tokens_total=prompt_total,
+            completion_tokens_total=completion_total,
+            decode=self.decode.reading(now),
+            prefill=self.prefill.reading(now),
+        )

@@ -1,0 +1,488 @@
+"""This process's recorder, and the in-process feeder that tracks one request.
+
+The recorder holds the core objects and is the one place that reads clocks. It is
+built lazily from settings on first use (and again in a forked child, which must not
+share its parent's ring); ``reset()`` rebuilds it for tests.
+
+Feeding it from code that serves or proxies inference::
+
+    with live.track(route="/v1/chat/completions", model="llama-3-8b", stream=True) as t:
+        for chunk in engine.stream(...):
+            t.tokens(completion=chunk.n_tokens)     # the first one stamps TTFT
+            yield chunk
+        t.finish(status=200, finish_reason="stop", prompt_tokens=n_prompt)
+
+``async with`` works the same. An exception inside ends the request with an error;
+cancellation, ``GeneratorExit`` (the client went away mid-stream) or
+``ClientDisconnected`` end it as aborted by ``client_disconnect``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol
+
+from .core.rate import LastKnown, pool_occupancy
+from .core.requests import Record, Stats, Summary
+from .core.serving import CLIENT_DISCONNECT, EXPLICIT, ServingSnapshot, ServingStats
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back."""
+
+    def wall_ms(self) -> int:
+        """Epoch milliseconds."""
+
+
+class SystemClock:
+    """The real clocks."""
+
+    monotonic = staticmethod(time.monotonic)
+
+    @staticmethod
+    def wall_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+
+class RecordSink(Protocol):
+    """Where finished records go after the ring: the archive plugs in here.
+
+    ``submit`` is called on the request path, so it must not block (hand the record
+    to a bounded queue and return).
+    """
+
+    def submit(self, seq: int, record: Record) -> None: ...
+
+
+class ClientDisconnected(Exception):
+    """Raise inside a tracked request when the client went away."""
+
+
+# Exceptions that mean the client stopped listening, not that serving failed.
+DISCONNECT_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    asyncio.CancelledError,
+    GeneratorExit,
+    ClientDisconnected,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSnapshot:
+    """Everything this process knows right now, read at one instant."""
+
+    instance: str
+    replica: str
+    uptime_s: float
+    serving: ServingSnapshot
+    summary: Summary
+    recorded_total: int
+    pool_occupancy: float | None
+    queue_depth: float | None
+    sink_errors: int
+
+
+class Recorder:
+    """This process's telemetry: serving counters, the ring of finished requests, gauges."""
+
+    def __init__(
+        self,
+        *,
+        capacity: int = 1024,
+        max_page: int = 256,
+        window_s: float = 5.0,
+        sample_cap: int = 4096,
+        min_span_s: float = 1.0,
+        gauge_max_age_s: float | None = 60.0,
+        replica: str = "local",
+        clock: Clock | None = None,
+        sink: RecordSink | None = None,
+        instance: str | None = None,
+    ) -> None:
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.replica = replica
+        self.instance = instance or f"{replica}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
+        self.serving = ServingStats(window_s, sample_cap, min_span_s)
+        self.stats = Stats(capacity, max_page, self.instance)
+        self.pool_occupancy: LastKnown[float] = LastKnown(gauge_max_age_s)
+        self.queue_depth: LastKnown[float] = LastKnown(gauge_max_age_s)
+        self.sink = sink
+        self.sink_errors = 0
+        self.started_at = self.clock.monotonic()
+
+    def track(
+        self,
+        *,
+        route: str | None = None,
+        model: str | None = None,
+        stream: bool | None = None,
+        request_id: str | None = None,
+        client: str | None = None,
+        via_api_key: str | None = None,
+    ) -> Tracker:
+        """A tracker for one request; it begins when entered (or on ``begin()``)."""
+        return Tracker(self, route, model, stream, request_id, client, via_api_key)
+
+    def observe_gauges(
+        self,
+        *,
+        pool_used: float | None = None,
+        pool_total: float | None = None,
+        queue_depth: float | None = None,
+    ) -> None:
+        """A report of values only some reports carry; what it lacks is left as it was."""
+        now = self.clock.monotonic()
+        self.pool_occupancy.observe(now, pool_occupancy(pool_used, pool_total))
+        self.queue_depth.observe(now, queue_depth)
+
+    def finished(self, record: Record) -> int:
+        """Put a finished record in the ring and hand it to the sink; return its seq."""
+        seq = self.stats.record(record)
+        sink = self.sink
+        if sink is not None:
+            try:
+                sink.submit(seq, record)
+            except Exception:
+                # The request path never fails because the archive did; the sink
+                # counts its own drops, this counts a sink that broke its contract.
+                self.sink_errors += 1
+        return seq
+
+    def snapshot(self) -> LiveSnapshot:
+        now = self.clock.monotonic()
+        return LiveSnapshot(
+            instance=self.instance,
+            replica=self.replica,
+            uptime_s=now - self.started_at,
+            serving=self.serving.snapshot(now),
+            summary=self.stats.summary(),
+            recorded_total=self.stats.recorded_total,
+            pool_occupancy=self.pool_occupancy.get(now),
+            queue_depth=self.queue_depth.get(now),
+            sink_errors=self.sink_errors,
+        )
+
+
+def _ms(start: float | None, end: float | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return (end - start) * 1000.0
+
+
+class Tracker:
+    """One request from arrival to its terminal report. Use it once.
+
+    Attributes a feeder learns along the way (``model``, ``status``, ``request_id``,
+    ``finish_reason`` …) may be set directly; ``finish()`` arguments override them.
+    """
+
+    __slots__ = (
+        "_aborted",
+        "_arrived",
+        "_completion_seen",
+        "_ended",
+        "_first_token_at",
+        "_last_token_at",
+        "_prompt_seen",
+        "_recorder",
+        "_started",
+        "cached_tokens",
+        "client",
+        "completion_tokens",
+        "error",
+        "finish_reason",
+        "model",
+        "prompt_tokens",
+        "request_id",
+        "route",
+        "seq",
+        "status",
+        "stream",
+        "via_api_key",
+    )
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        route: str | None,
+        model: str | None,
+        stream: bool | None,
+        request_id: str | None,
+        client: str | None,
+        via_api_key: str | None,
+    ) -> None:
+        self._recorder = recorder
+        self.route = route
+        self.model = model
+        self.stream = stream
+        self.request_id = request_id
+        self.client = client
+        self.via_api_key = via_api_key
+        self.status: int | None = None
+        self.finish_reason: str | None = None
+        self.error: str | None = None
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.cached_tokens: int | None = None
+        self.seq: int | None = None
+        self._arrived: float | None = None
+        self._started: float | None = None
+        self._first_token_at: float | None = None
+        self._last_token_at: float | None = None
+        self._prompt_seen = 0
+        self._completion_seen = 0
+        self._aborted: str | None = None
+        self._ended = False
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def begin(self) -> Tracker:
+        """The request arrived: it is in flight from now."""
+        if self._arrived is not None:
+            raise RuntimeError("this tracker has already begun")
+        self._arrived = self._recorder.clock.monotonic()
+        self._recorder.serving.begin(self)
+        return self
+
+    def started(self) -> None:
+        """Queueing is over and serving began (``queue_ms`` ends here)."""
+        if self._started is None:
+            self._started = self._recorder.clock.monotonic()
+
+    def first_token(self) -> None:
+        """The first token was produced (``ttft_ms`` ends here), if not already stamped."""
+        if self._first_token_at is None:
+            now = self._recorder.clock.monotonic()
+            self._first_token_at = now
+            self._last_token_at = now
+
+    def tokens(self, completion: int = 0, prompt: int = 0) -> None:
+        """Token deltas observed now; the first completion token stamps TTFT."""
+        recorder = self._recorder
+        now = recorder.clock.monotonic()
+        if completion:
+            if self._first_token_at is None:
+                self._first_token_at = now
+            self._last_token_at = now
+            self._completion_seen += completion
+        self._prompt_seen += prompt
+        recorder.serving.observe_tokens(now, prompt, completion)
+
+    def abort(self, reason: str = EXPLICIT) -> None:
+        """Count an abort now; the request still ends when the tracker exits or finishes."""
+        if self._recorder.serving.abort(self, reason):
+            self._aborted = reason
+
+    def finish(
+        self,
+        *,
+        status: int | None = None,
+        finish_reason: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        cached_tokens: int | None = None,
+        error: str | None = None,
+        model: str | None = None,
+        request_id: str | None = None,
+    ) -> int | None:
+        """The terminal report: record the request and take it out of flight.
+
+        Token totals given here that exceed the deltas already observed are counted
+        now (a feeder that only knows totals reports them once, at the end).
+        Returns the ring seq, or ``None`` if the request had already ended.
+        """
+        if status is not None:
+            self.status = status
+        if finish_reason is not None:
+            self.finish_reason = finish_reason
+        if prompt_tokens is not None:
+            self.prompt_tokens = prompt_tokens
+        if completion_tokens is not None:
+            self.completion_tokens = completion_tokens
+        if cached_tokens is not None:
+            self.cached_tokens = cached_tokens
+        if error is not None:
+            self.error = error
+        if model is not None:
+            self.model = model
+        if request_id is not None:
+            self.request_id = request_id
+        return self._end()
+
+    # -- context managers ----------------------------------------------------------
+
+    def __enter__(self) -> Tracker:
+        return self.begin()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._exit(exc)
+
+    async def __aenter__(self) -> Tracker:
+        return self.begin()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._exit(exc)
+
+    def _exit(self, exc: BaseException | None) -> None:
+        if self._ended:
+            return
+        if exc is not None:
+            if isinstance(exc, DISCONNECT_EXCEPTIONS):
+                self.abort(CLIENT_DISCONNECT)
+            elif self.error is None:
+                # The class name only: an exception's message may quote content.
+                self.error = type(exc).__name__
+                if self.status is None:
+                    self.status = 500
+        self._end()
+
+    def _end(self) -> int | None:
+        if self._ended:
+            return None
+        if self._arrived is None:
+            raise RuntimeError("finish() before begin(): enter the tracker first")
+        self._ended = True
+        recorder = self._recorder
+        clock = recorder.clock
+        try:
+            now = clock.monotonic()
+            # Totals known only at the end still count, once.
+            prompt_extra = max(0, (self.prompt_tokens or 0) - self._prompt_seen)
+            completion_extra = max(0, (self.completion_tokens or 0) - self._completion_seen)
+            if prompt_extra or completion_extra:
+                recorder.serving.observe_tokens(now, prompt_extra, completion_extra)
+            completion = (
+                self.completion_tokens
+                if self.completion_tokens is not None
+                else (self._completion_seen or None)
+            )
+            prompt = (
+                self.prompt_tokens
+                if self.prompt_tokens is not None
+                else (self._prompt_seen or None)
+            )
+            first = self._first_token_at
+            last = self._last_token_at
+            if completion_extra and first is not None:
+                last = now
+            arrived = self._arrived
+            record = Record(
+                self.request_id,
+                clock.wall_ms(),
+                self.route,
+                self.model,
+                self.status,
+                self.stream,
+                prompt,
+                completion,
+                self.cached_tokens,
+                _ms(arrived, first),
+                (now - arrived) * 1000.0,
+                _ms(arrived, self._started),
+                _ms(first, last),
+                self.finish_reason,
+                self._aborted,
+                self.error,
+                self.client,
+                self.via_api_key,
+                recorder.replica,
+            )
+            self.seq = recorder.finished(record)
+        finally:
+            # However recording went, the request leaves flight.
+            recorder.serving.finish(self, self.error is not None)
+        return self.seq
+
+
+# -- the process's recorder ------------------------------------------------------------
+
+_lock = threading.Lock()
+_recorder: Recorder | None = None
+_recorder_pid: int | None = None
+_clock_override: Clock | None = None
+
+
+def _build(clock: Clock | None) -> Recorder:
+    from django.utils.module_loading import import_string
+
+    from .conf import conf
+
+    sink: RecordSink | None = None
+    if conf.ARCHIVE_SINK:
+        factory: Callable[[], RecordSink] = import_string(conf.ARCHIVE_SINK)
+        sink = factory()
+    return Recorder(
+        capacity=conf.RING_CAPACITY,
+        max_page=conf.MAX_PAGE,
+        window_s=conf.RATE_WINDOW_S,
+        sample_cap=conf.RATE_SAMPLE_CAP,
+        min_span_s=conf.RATE_MIN_SPAN_S,
+        gauge_max_age_s=conf.GAUGE_MAX_AGE_S,
+        replica=conf.REPLICA,
+        clock=clock,
+        sink=sink,
+    )
+
+
+def get_recorder() -> Recorder:
+    """This process's recorder, built from settings on first use and after a fork."""
+    global _recorder, _recorder_pid
+    recorder = _recorder
+    pid = os.getpid()
+    if recorder is not None and _recorder_pid == pid:
+        return recorder
+    with _lock:
+        if _recorder is None or _recorder_pid != pid:
+            _recorder = _build(_clock_override)
+            _recorder_pid = pid
+        return _recorder
+
+
+def reset(clock: Clock | None = None) -> Recorder:
+    """Replace this process's recorder with a fresh one (tests; settings changed).
+
+    ``clock`` is used by this and every later rebuild until the next ``reset()``.
+    """
+    global _recorder, _recorder_pid, _clock_override
+    with _lock:
+        _clock_override = clock
+        _recorder = _build(clock)
+        _recorder_pid = os.getpid()
+        return _recorder
+
+
+def track(
+    *,
+    route: str | None = None,
+    model: str | None = None,
+    stream: bool | None = None,
+    request_id: str | None = None,
+    client: str | None = None,
+    via_api_key: str | None = None,
+) -> Tracker:
+    """A tracker on this process's recorder; see ``Recorder.track``."""
+    return get_recorder().track(
+        route=route,
+        model=model,
+        stream=stream,
+        request_id=request_id,
+        client=client,
+        via_api_key=via_api_key,
+    )

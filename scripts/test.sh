@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Create the test environments, install, and run every test:
+#   Django 5.2 LTS on the default python3 (3.11): SQLite, then PostgreSQL;
+#   Django 6.x on python3.12, where it exists: SQLite, then PostgreSQL.
+# PostgreSQL comes from DATABASE_URL, else the local server when it answers.
+# Under CI=true the PostgreSQL legs are mandatory and fail loudly if it cannot connect.
+# Extra arguments go to pytest (e.g. `make test ARGS="-k ring"`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PG_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+
+setup_venv() {  # setup_venv DIR PYTHON DJANGO_SPEC
+    local dir=$1 python=$2 django=$3
+    if [ ! -x "$dir/bin/python" ]; then
+        echo "== creating $dir with $python"
+        "$python" -m venv "$dir"
+    fi
+    "$dir/bin/python" -m pip install -q --upgrade pip
+    "$dir/bin/python" -m pip install -q -e ".[test]" "$django"
+}
+
+postgres_answers() {  # postgres_answers PYTHON
+    "$1" - "$PG_URL" <<'PY'
+import sys
+import psycopg
+try:
+    psycopg.connect(sys.argv[1].replace("postgres://", "postgresql://", 1), connect_timeout=5).close()
+except Exception as exc:
+    print(f"PostgreSQL at {sys.argv[1]} does not answer: {exc}", file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+run_legs() {  # run_legs VENV LABEL [pytest args...]
+    local venv=$1 label=$2
+    shift 2
+    echo "== $label, SQLite"
+    DATABASE_URL="sqlite:///:memory:" "$venv/bin/python" -m pytest "$@"
+    if postgres_answers "$venv/bin/python"; then
+        echo "== $label, PostgreSQL ($PG_URL)"
+        DATABASE_URL="$PG_URL" "$venv/bin/python" -m pytest "$@"
+    elif [ "${CI:-}" = "true" ]; then
+        echo "FAIL: CI=true needs the PostgreSQL leg, and PostgreSQL does not answer." >&2
+        exit 1
+    else
+        echo "== $label, PostgreSQL: SKIPPED (no server answers; set DATABASE_URL)" >&2
+    fi
+}
+
+setup_venv .venv "${PYTHON:-python3}" "django>=5.2,<6"
+run_legs .venv "Django 5.2 on $(.venv/bin/python -V)" "$@"
+
+if command -v python3.12 >/dev/null 2>&1; then
+    setup_venv .venv-django6 python3.12 "django>=6,<7"
+    run_legs .venv-django6 "Django 6 on $(.venv-django6/bin/python -V)" "$@"
+else
+    echo "== Django 6 leg: SKIPPED (no python3.12 on PATH)" >&2
+fi

@@ -1,0 +1,39 @@
+"""Fixtures shared by the suite: a fake clock and a fresh recorder per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from ferrox_stats import live
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, monotonic: float = 1000.0, wall_ms: int = 1_767_225_600_000) -> None:
+        self.now = monotonic
+        self.wall = wall_ms
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wall_ms(self) -> int:
+        return self.wall
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.wall += round(seconds * 1000)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def recorder(clock: FakeClock) -> Iterator[live.Recorder]:
+    """This process's recorder, fresh and on the fake clock; rebuilt from settings after."""
+    yield live.reset(clock)
+    live.reset()

@@ -1,0 +1,93 @@
+"""System checks: one test per id (``ferrox_stats.checks``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from ferrox_stats.checks import check_settings
+
+
+def ids(settings: Any, value: Any) -> list[str]:
+    settings.FERROX_STATS = value
+    return [message.id for message in check_settings()]
+
+
+def test_the_defaults_pass(settings: Any) -> None:
+    assert ids(settings, {}) == []
+
+
+def test_a_missing_setting_means_the_defaults(settings: Any) -> None:
+    del settings.FERROX_STATS
+    assert [m.id for m in check_settings()] == []
+
+
+def test_e001_the_setting_must_be_a_dict(settings: Any) -> None:
+    assert ids(settings, [("RING_CAPACITY", 8)]) == ["ferrox_stats.E001"]
+
+
+def test_w001_an_unknown_key_is_named(settings: Any) -> None:
+    settings.FERROX_STATS = {"RING_CAPACTY": 8}
+    [message] = check_settings()
+    assert message.id == "ferrox_stats.W001"
+    assert "'RING_CAPACTY'" in message.msg
+
+
+@pytest.mark.parametrize("key", ["RING_CAPACITY", "RATE_SAMPLE_CAP"])
+@pytest.mark.parametrize("value", [0, -1, 2.5, "1024", True, None])
+def test_e002_sizes_must_be_positive_integers(settings: Any, key: str, value: Any) -> None:
+    found = ids(settings, {key: value, "MAX_PAGE": 1})
+    assert "ferrox_stats.E002" in found
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"MAX_PAGE": 0}, {"MAX_PAGE": 2000, "RING_CAPACITY": 1000}, {"MAX_PAGE": "10"}],
+)
+def test_e003_max_page_is_positive_and_at_most_the_ring(settings: Any, value: Any) -> None:
+    assert ids(settings, value) == ["ferrox_stats.E003"]
+
+
+def test_max_page_equal_to_the_ring_is_fine(settings: Any) -> None:
+    assert ids(settings, {"MAX_PAGE": 64, "RING_CAPACITY": 64}) == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"RATE_WINDOW_S": 0},
+        {"RATE_WINDOW_S": float("nan")},
+        {"RATE_MIN_SPAN_S": -1},
+        {"RATE_WINDOW_S": 1.0, "RATE_MIN_SPAN_S": 2.0},
+    ],
+)
+def test_e004_rate_windows_are_positive_seconds(settings: Any, value: Any) -> None:
+    assert ids(settings, value) == ["ferrox_stats.E004"]
+
+
+@pytest.mark.parametrize("value", [0, -5, "60"])
+def test_e005_gauge_max_age_is_positive_or_none(settings: Any, value: Any) -> None:
+    assert ids(settings, {"GAUGE_MAX_AGE_S": value}) == ["ferrox_stats.E005"]
+
+
+def test_gauge_max_age_none_is_fine(settings: Any) -> None:
+    assert ids(settings, {"GAUGE_MAX_AGE_S": None}) == []
+
+
+@pytest.mark.parametrize("value", ["", "  ", 7])
+def test_e006_replica_is_a_non_empty_string(settings: Any, value: Any) -> None:
+    assert ids(settings, {"REPLICA": value}) == ["ferrox_stats.E006"]
+
+
+@pytest.mark.parametrize("value", ["no.such.module.sink", "ferrox_stats.conf.DEFAULTS", 3])
+def test_e007_the_archive_sink_is_a_dotted_path_to_a_callable(settings: Any, value: Any) -> None:
+    assert ids(settings, {"ARCHIVE_SINK": value}) == ["ferrox_stats.E007"]
+
+
+def test_the_check_is_registered_with_django(settings: Any) -> None:
+    settings.FERROX_STATS = {"RING_CAPACITY": 0}
+    with pytest.raises(SystemCheckError, match="ferrox_stats.E002"):
+        call_command("check")

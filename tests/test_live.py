@@ -1,0 +1,326 @@
+"""The process recorder and the in-process tracker (``ferrox_stats.live``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from ferrox_stats import live
+from ferrox_stats.core.requests import Record
+from tests.conftest import FakeClock
+
+
+def only_record(recorder: live.Recorder) -> Record:
+    rows = recorder.stats.ring.rows()
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_a_streamed_request_is_timed_from_arrival_on_the_injected_clock(
+    recorder: live.Recorder, clock: FakeClock
+) -> None:
+    with recorder.track(route="/v1/chat/completions", model="m", stream=True) as t:
+        assert recorder.serving.active == 1
+        clock.advance(0.010)
+        t.started()
+        t.tokens(prompt=40)
+        clock.advance(0.090)
+        t.tokens(completion=1)
+        for _ in range(10):
+            clock.advance(0.020)
+            t.tokens(completion=1)
+        clock.advance(0.005)
+        seq = t.finish(status=200, finish_reason="stop", request_id="chatcmpl-1")
+    record = only_record(recorder)
+    assert seq == 0
+    assert record.request_id == "chatcmpl-1"
+    assert record.queue_ms == pytest.approx(10)
+    assert record.ttft_ms == pytest.approx(100)
+    assert record.decode_ms == pytest.approx(200)
+    assert record.duration_ms == pytest.approx(305)
+    assert record.prompt_tokens == 40
+    assert record.completion_tokens == 11
+    assert record.at_ms == clock.wall
+    assert record.replica == "test-replica"
+    assert (record.status, record.finish_reason, record.aborted, record.error) == (
+        200,
+        "stop",
+        None,
+        None,
+    )
+    snapshot = recorder.snapshot()
+    assert snapshot.serving.active == 0
+    assert snapshot.serving.completed == 1
+    assert snapshot.serving.aborts == {}
+    assert (snapshot.serving.prompt_tokens_total, snapshot.serving.completion_tokens_total) == (
+        40,
+        11,
+    )
+
+
+def test_totals_known_only_at_the_end_are_counted_once(
+    recorder: live.Recorder, clock: FakeClock
+) -> None:
+    with recorder.track() as t:
+        t.tokens(completion=5)
+        clock.advance(1)
+        t.finish(status=200, prompt_tokens=30, completion_tokens=20)
+    serving = recorder.serving.snapshot(clock.now)
+    assert (serving.prompt_tokens_total, serving.completion_tokens_total) == (30, 20)
+    record = only_record(recorder)
+    assert (record.prompt_tokens, record.completion_tokens) == (30, 20)
+    # The decode loop ran until the end, where the rest of the tokens were reported.
+    assert record.decode_ms == pytest.approx(1000)
+
+
+def test_a_request_with_no_token_information_reports_none_not_zero(
+    recorder: live.Recorder,
+) -> None:
+    with recorder.track(route="/v1/models") as t:
+        t.finish(status=200)
+    record = only_record(recorder)
+    assert (record.prompt_tokens, record.completion_tokens, record.ttft_ms) == (None, None, None)
+    assert (record.decode_ms, record.queue_ms) == (None, None)
+
+
+def test_an_exception_ends_the_request_as_an_error_without_its_message(
+    recorder: live.Recorder,
+) -> None:
+    with pytest.raises(RuntimeError), recorder.track(model="m") as t:
+        t.tokens(completion=3)
+        raise RuntimeError("CANARY prompt text that must never be stored")
+    record = only_record(recorder)
+    assert record.error == "RuntimeError"
+    assert record.status == 500
+    assert "CANARY" not in repr(record)
+    serving = recorder.serving.snapshot(0)
+    assert (serving.active, serving.completed, serving.aborts) == (0, 1, {"error": 1})
+
+
+def test_a_status_set_before_the_exception_is_kept(recorder: live.Recorder) -> None:
+    with pytest.raises(TimeoutError), recorder.track() as t:
+        t.status = 504
+        raise TimeoutError
+    assert only_record(recorder).status == 504
+
+
+def test_a_client_that_goes_away_mid_stream_is_an_abort_with_partial_tokens(
+    recorder: live.Recorder,
+) -> None:
+    def stream() -> Iterator[str]:
+        with recorder.track(stream=True) as t:
+            for chunk in ("a", "b", "c", "d"):
+                t.tokens(completion=1)
+                yield chunk
+            t.finish(status=200, finish_reason="stop")
+
+    chunks = stream()
+    assert [next(chunks), next(chunks)] == ["a", "b"]
+    chunks.close()  # what the server does when the client disconnects
+    record = only_record(recorder)
+    assert (record.aborted, record.error, record.completion_tokens) == ("client_disconnect", None, 2)
+    serving = recorder.serving.snapshot(0)
+    assert (serving.active, serving.completed) == (0, 0)
+    assert serving.aborts == {"client_disconnect": 1}
+    assert serving.completion_tokens_total == 2
+
+
+def test_cancelling_an_async_request_is_a_client_disconnect(recorder: live.Recorder) -> None:
+    entered = asyncio.Event()
+
+    async def handler() -> None:
+        async with recorder.track(stream=True) as t:
+            t.tokens(completion=1)
+            entered.set()
+            await asyncio.Event().wait()  # never set: the task is cancelled here
+
+    async def main() -> None:
+        task = asyncio.create_task(handler())
+        await entered.wait()
+        assert recorder.serving.active == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert only_record(recorder).aborted == "client_disconnect"
+    assert recorder.serving.active == 0
+
+
+def test_async_requests_finish_like_sync_ones(recorder: live.Recorder) -> None:
+    async def handler() -> None:
+        async with recorder.track(model="m") as t:
+            t.finish(status=200, completion_tokens=4)
+
+    asyncio.run(handler())
+    assert only_record(recorder).completion_tokens == 4
+    assert recorder.serving.snapshot(0).completed == 1
+
+
+def test_client_disconnected_raised_by_a_feeder_is_an_abort(recorder: live.Recorder) -> None:
+    with pytest.raises(live.ClientDisconnected), recorder.track():
+        raise live.ClientDisconnected
+    assert only_record(recorder).aborted == "client_disconnect"
+
+
+@pytest.mark.parametrize(("args", "reason"), [((), "explicit"), (("timeout",), "timeout")])
+def test_an_explicit_abort_takes_a_reason(
+    recorder: live.Recorder, args: tuple[str, ...], reason: str
+) -> None:
+    with recorder.track() as t:
+        t.abort(*args)
+        assert recorder.serving.active == 1  # still in flight until it ends
+    assert only_record(recorder).aborted == reason
+    assert recorder.serving.snapshot(0).aborts == {reason: 1}
+
+
+def test_an_aborted_requests_terminal_error_is_not_counted_again(
+    recorder: live.Recorder,
+) -> None:
+    with pytest.raises(ValueError), recorder.track() as t:
+        t.abort("timeout")
+        raise ValueError
+    record = only_record(recorder)
+    assert (record.aborted, record.error) == ("timeout", "ValueError")
+    serving = recorder.serving.snapshot(0)
+    assert (serving.completed, serving.aborts, serving.active) == (0, {"timeout": 1}, 0)
+
+
+def test_leaving_without_finish_records_what_is_known(recorder: live.Recorder) -> None:
+    with recorder.track(route="/v1/completions"):
+        pass
+    record = only_record(recorder)
+    assert (record.route, record.status, record.error) == ("/v1/completions", None, None)
+    assert recorder.serving.snapshot(0).completed == 1
+
+
+def test_a_tracker_ends_once(recorder: live.Recorder) -> None:
+    with recorder.track() as t:
+        assert t.finish(status=200) == 0
+        assert t.finish(status=500) is None
+    assert recorder.stats.recorded_total == 1
+    with pytest.raises(RuntimeError):
+        t.begin()
+
+
+def test_finish_before_begin_is_refused_and_leaks_nothing(recorder: live.Recorder) -> None:
+    t = recorder.track()
+    with pytest.raises(RuntimeError):
+        t.finish(status=200)
+    assert recorder.serving.active == 0
+    assert recorder.stats.recorded_total == 0
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.received: list[tuple[int, Record]] = []
+
+    def submit(self, seq: int, record: Record) -> None:
+        self.received.append((seq, record))
+
+
+class BrokenSink:
+    def submit(self, seq: int, record: Record) -> None:
+        raise OSError("archive unavailable")
+
+
+def test_finished_records_are_handed_to_the_sink_with_their_seq(clock: FakeClock) -> None:
+    sink = ListSink()
+    recorder = live.Recorder(clock=clock, sink=sink)
+    for _ in range(3):
+        with recorder.track() as t:
+            t.finish(status=200)
+    assert [seq for seq, _ in sink.received] == [0, 1, 2]
+    assert [r for _, r in sink.received] == recorder.stats.ring.rows()
+
+
+def test_a_broken_sink_never_fails_the_request(clock: FakeClock) -> None:
+    recorder = live.Recorder(clock=clock, sink=BrokenSink())
+    with recorder.track() as t:
+        t.finish(status=200)
+    assert recorder.sink_errors == 1
+    assert recorder.serving.active == 0
+    assert recorder.stats.recorded_total == 1
+
+
+def test_gauges_read_none_until_reported_and_after_their_max_age(
+    recorder: live.Recorder, clock: FakeClock
+) -> None:
+    assert (recorder.snapshot().pool_occupancy, recorder.snapshot().queue_depth) == (None, None)
+    recorder.observe_gauges(pool_used=0, pool_total=0)  # a pool of 0 is no report
+    assert recorder.snapshot().pool_occupancy is None
+    recorder.observe_gauges(pool_used=1024, pool_total=4096, queue_depth=0)
+    assert recorder.snapshot().pool_occupancy == 0.25
+    assert recorder.snapshot().queue_depth == 0  # zero is a measurement
+    recorder.observe_gauges(queue_depth=3)  # a report without the pool keeps the pool
+    assert recorder.snapshot().pool_occupancy == 0.25
+    clock.advance(61)
+    assert recorder.snapshot().pool_occupancy is None
+
+
+def test_the_recorder_is_built_from_settings(settings: object, clock: FakeClock) -> None:
+    settings.FERROX_STATS = {  # type: ignore[attr-defined]
+        "RING_CAPACITY": 8,
+        "MAX_PAGE": 4,
+        "RATE_WINDOW_S": 2.0,
+        "REPLICA": "gpu-7",
+    }
+    recorder = live.reset(clock)
+    try:
+        assert recorder.stats.ring.capacity == 8
+        assert recorder.stats.max_page == 4
+        assert recorder.serving.decode.window_s == 2.0
+        assert recorder.replica == "gpu-7"
+        assert recorder.instance.startswith("gpu-7/")
+        assert live.get_recorder() is recorder
+    finally:
+        live.reset()
+
+
+def test_a_forked_child_gets_its_own_recorder(
+    recorder: live.Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert live.get_recorder() is recorder
+    monkeypatch.setattr(live.os, "getpid", lambda: -1)
+    child = live.get_recorder()
+    assert child is not recorder
+    assert child.instance != recorder.instance
+
+
+def test_uptime_comes_from_the_injected_clock(recorder: live.Recorder, clock: FakeClock) -> None:
+    clock.advance(42)
+    assert recorder.snapshot().uptime_s == 42
+
+
+def test_eight_threads_of_tracked_requests_keep_every_counter_exact() -> None:
+    threads, per_thread = 8, 100_000
+    recorder = live.Recorder(capacity=1024)
+    start = threading.Barrier(threads)
+
+    def serve(worker: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            t = recorder.track(model=f"m{worker}")
+            t.begin()
+            t.tokens(prompt=2, completion=1)
+            if i % 10 == 0:
+                t.abort("explicit")
+            t.finish(status=200, error="EngineError" if i % 10 == 1 else None)
+
+    workers = [threading.Thread(target=serve, args=(w,)) for w in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+
+    total = threads * per_thread
+    snapshot = recorder.serving.snapshot(recorder.clock.monotonic())
+    assert snapshot.active == 0
+    assert snapshot.aborts == {"explicit": total // 10, "error": total // 10}
+    assert snapshot.completed == total - total // 10
+    assert snapshot.prompt_tokens_total == 2 * total
+    assert snapshot.completion_tokens_total == total
+    assert recorder.stats.recorded_total == total
