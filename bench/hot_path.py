@@ -40,6 +40,8 @@ from ferrox_stats.live import Recorder
 ROUTE = "/v1/chat/completions"
 MODEL = "llama-3.1-8b"
 
+DESCRIPTION = "One tracked request beside prometheus_client and a lock+deque floor."
+
 # A variant runs n requests and returns the elapsed ns.
 Variant = Callable[[int], int]
 
@@ -55,9 +57,7 @@ def tracked() -> Variant:
         for _ in range(n):
             with track(route=ROUTE, model=MODEL, stream=True) as t:
                 t.first_token()
-                t.finish(
-                    status=200, finish_reason="stop", prompt_tokens=512, completion_tokens=128
-                )
+                t.finish(status=200, finish_reason="stop", prompt_tokens=512, completion_tokens=128)
         return clock() - start
 
     return run
@@ -156,7 +156,7 @@ def measure(variants: dict[str, Variant], requests: int, rounds: int) -> dict[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--requests", type=int, default=100_000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()

@@ -33,8 +33,12 @@ from ferrox_stats.core import Record, RequestRing, Stats, page_entries
 CAPACITIES = {"capacity 1k": 1_000, "capacity 1M": 1_000_000}
 LIMIT = 100
 
+DESCRIPTION = "RequestRing.since() and Stats.since()+page_entries() at capacity 1k vs 1M."
+
 # A variant runs n calls and returns the elapsed ns.
 Variant = Callable[[int], int]
+# (what is polled, which poll, which capacity)
+Key = tuple[str, str, str]
 
 # A pool of distinct records, pushed in turn: rows are real Records (page_entries
 # converts them), without holding a million of them in memory.
@@ -94,9 +98,9 @@ def stats_poll(stats: Stats, cursor: int) -> Variant:
     return run
 
 
-def build() -> dict[tuple[str, str, str], Variant]:
+def build() -> dict[Key, Variant]:
     """Every variant, keyed by (what, poll, capacity)."""
-    variants: dict[tuple[str, str, str], Variant] = {}
+    variants: dict[Key, Variant] = {}
     for label, capacity in CAPACITIES.items():
         ring: RequestRing[Record] = RequestRing(capacity)
         fill(ring.push, capacity)
@@ -111,12 +115,12 @@ def build() -> dict[tuple[str, str, str], Variant]:
     return variants
 
 
-def measure(variants: dict[tuple[str, str, str], Variant], calls: int, rounds: int) -> dict:
+def measure(variants: dict[Key, Variant], calls: int, rounds: int) -> dict[Key, float]:
     """Median ns per call of each variant over interleaved rounds."""
     keys = list(variants)
     for run in variants.values():
         run(min(calls, 1_000))
-    per_call: dict[tuple[str, str, str], list[float]] = {key: [] for key in keys}
+    per_call: dict[Key, list[float]] = {key: [] for key in keys}
     for r in range(rounds):
         order = keys[r % len(keys) :] + keys[: r % len(keys)]
         for key in order:
@@ -131,7 +135,7 @@ def measure(variants: dict[tuple[str, str, str], Variant], calls: int, rounds: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--calls", type=int, default=5_000, help="calls per variant per round")
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()

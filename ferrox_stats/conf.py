@@ -26,9 +26,25 @@ DEFAULTS: dict[str, Any] = {
     "GAUGE_MAX_AGE_S": 60.0,
     # The name this process records as ``replica``; None means the host name.
     "REPLICA": None,
-    # Dotted path of a callable returning the sink finished records are handed to
-    # (the archive). None keeps records in memory only.
-    "ARCHIVE_SINK": None,
+    # Dotted path of a callable taking ``instance=`` and returning the sink finished
+    # records are handed to. None keeps records in memory only.
+    "ARCHIVE_SINK": "ferrox_stats.archive.writer.from_settings",
+    # The database alias the archive is written to.
+    "ARCHIVE_DATABASE": "default",
+    # Records waiting to be archived, at most; past it new records are dropped (counted).
+    "ARCHIVE_QUEUE_MAX": 100_000,
+    # Records per write (one COPY or bulk insert, one transaction).
+    "ARCHIVE_BATCH_SIZE": 1000,
+    # Seconds a partial batch waits before it is written anyway.
+    "ARCHIVE_FLUSH_INTERVAL_S": 1.0,
+    # Seconds: the longest wait between retries of a batch that could not commit.
+    "ARCHIVE_RETRY_MAX_S": 30.0,
+    # Seconds the queue may take to drain when the process exits.
+    "ARCHIVE_SHUTDOWN_DEADLINE_S": 10.0,
+    # Days finished requests are kept; None keeps them forever.
+    "RETENTION_DAYS": 30,
+    # Rows one prune statement deletes at most.
+    "PRUNE_BATCH_SIZE": 5000,
 }
 
 
@@ -77,6 +93,39 @@ class Settings:
     def ARCHIVE_SINK(self) -> str | None:
         value = self._get("ARCHIVE_SINK")
         return None if value is None else str(value)
+
+    @property
+    def ARCHIVE_DATABASE(self) -> str:
+        return str(self._get("ARCHIVE_DATABASE"))
+
+    @property
+    def ARCHIVE_QUEUE_MAX(self) -> int:
+        return int(self._get("ARCHIVE_QUEUE_MAX"))
+
+    @property
+    def ARCHIVE_BATCH_SIZE(self) -> int:
+        return int(self._get("ARCHIVE_BATCH_SIZE"))
+
+    @property
+    def ARCHIVE_FLUSH_INTERVAL_S(self) -> float:
+        return float(self._get("ARCHIVE_FLUSH_INTERVAL_S"))
+
+    @property
+    def ARCHIVE_RETRY_MAX_S(self) -> float:
+        return float(self._get("ARCHIVE_RETRY_MAX_S"))
+
+    @property
+    def ARCHIVE_SHUTDOWN_DEADLINE_S(self) -> float:
+        return float(self._get("ARCHIVE_SHUTDOWN_DEADLINE_S"))
+
+    @property
+    def RETENTION_DAYS(self) -> float | None:
+        value = self._get("RETENTION_DAYS")
+        return None if value is None else float(value)
+
+    @property
+    def PRUNE_BATCH_SIZE(self) -> int:
+        return int(self._get("PRUNE_BATCH_SIZE"))
 
 
 conf = Settings()

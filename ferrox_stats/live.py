@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 from .core.rate import LastKnown, pool_occupancy
 from .core.requests import Record, Stats, Summary
@@ -59,7 +59,7 @@ class RecordSink(Protocol):
     to a bounded queue and return).
     """
 
-    def submit(self, seq: int, record: Record) -> None: ...
+    def submit(self, seq: int, record: Record) -> object: ...
 
 
 class ClientDisconnected(Exception):
@@ -87,6 +87,12 @@ class LiveSnapshot:
     pool_occupancy: float | None
     queue_depth: float | None
     sink_errors: int
+    archive: Any  # the sink's ``health()``, when it reports one (``ArchiveHealth``)
+
+
+def new_instance_id(replica: str) -> str:
+    """Names one recorder: its replica, process, and a random epoch (pids get reused)."""
+    return f"{replica}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
 
 
 class Recorder:
@@ -108,7 +114,7 @@ class Recorder:
     ) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.replica = replica
-        self.instance = instance or f"{replica}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
+        self.instance = instance or new_instance_id(replica)
         self.serving = ServingStats(window_s, sample_cap, min_span_s)
         self.stats = Stats(capacity, max_page, self.instance)
         self.pool_occupancy: LastKnown[float] = LastKnown(gauge_max_age_s)
@@ -167,6 +173,7 @@ class Recorder:
             pool_occupancy=self.pool_occupancy.get(now),
             queue_depth=self.queue_depth.get(now),
             sink_errors=self.sink_errors,
+            archive=self.sink.health() if hasattr(self.sink, "health") else None,
         )
 
 
@@ -424,10 +431,12 @@ def _build(clock: Clock | None) -> Recorder:
 
     from .conf import conf
 
+    replica = conf.REPLICA
+    instance = new_instance_id(replica)
     sink: RecordSink | None = None
     if conf.ARCHIVE_SINK:
-        factory: Callable[[], RecordSink] = import_string(conf.ARCHIVE_SINK)
-        sink = factory()
+        factory: Callable[..., RecordSink] = import_string(conf.ARCHIVE_SINK)
+        sink = factory(instance=instance)
     return Recorder(
         capacity=conf.RING_CAPACITY,
         max_page=conf.MAX_PAGE,
@@ -435,9 +444,10 @@ def _build(clock: Clock | None) -> Recorder:
         sample_cap=conf.RATE_SAMPLE_CAP,
         min_span_s=conf.RATE_MIN_SPAN_S,
         gauge_max_age_s=conf.GAUGE_MAX_AGE_S,
-        replica=conf.REPLICA,
+        replica=replica,
         clock=clock,
         sink=sink,
+        instance=instance,
     )
 
 

@@ -53,4 +53,5 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"
 
-FERROX_STATS = {"REPLICA": "test-replica"}
+# Tests build archive writers explicitly; the recorder keeps records in memory.
+FERROX_STATS = {"REPLICA": "test-replica", "ARCHIVE_SINK": None}

@@ -14,7 +14,7 @@ def test_defaults_apply_without_the_setting(settings: Any) -> None:
     assert conf.MAX_PAGE == 256
     assert conf.RATE_WINDOW_S == 5.0
     assert conf.GAUGE_MAX_AGE_S == 60.0
-    assert conf.ARCHIVE_SINK is None
+    assert conf.ARCHIVE_SINK == "ferrox_stats.archive.writer.from_settings"
     assert conf.REPLICA == socket.gethostname()
 
 

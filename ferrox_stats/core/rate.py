@@ -5,6 +5,7 @@ Ported from FreeToken's ``server/stats.py`` by way of ferrox's ``stats::rate``.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -46,12 +47,15 @@ class RateWindow:
         self,
         window_s: float,
         sample_cap: int = DEFAULT_SAMPLE_CAP,
-        min_span_s: float = DEFAULT_MIN_SPAN_S,
+        min_span_s: float | None = None,
         lock: threading.Lock | None = None,
     ) -> None:
-        if not window_s > 0:
-            raise ValueError(f"window_s must be positive, got {window_s!r}")
-        if not isinstance(sample_cap, int) or sample_cap < 1:
+        if not (isinstance(window_s, int | float) and math.isfinite(window_s) and window_s > 0):
+            raise ValueError(f"window_s must be positive seconds, got {window_s!r}")
+        if min_span_s is None:
+            # The default floor, but never longer than the window itself.
+            min_span_s = min(DEFAULT_MIN_SPAN_S, window_s)
+        if not isinstance(sample_cap, int) or isinstance(sample_cap, bool) or sample_cap < 1:
             raise ValueError(f"sample_cap must be a positive integer, got {sample_cap!r}")
         if not 0 < min_span_s <= window_s:
             raise ValueError(f"min_span_s must be in (0, window_s], got {min_span_s!r}")
@@ -65,8 +69,8 @@ class RateWindow:
 
     def observe(self, now: float, amount: float) -> None:
         """Record ``amount`` (>= 0) at monotonic time ``now``."""
-        if amount < 0:
-            raise ValueError(f"amount must be >= 0, got {amount!r}")
+        if not (amount >= 0 and math.isfinite(amount)):
+            raise ValueError(f"amount must be a finite number >= 0, got {amount!r}")
         with self._lock:
             self._samples.append((now, amount))
 

@@ -67,9 +67,12 @@ def decode_tps(record: Record) -> float | None:
 
 
 def itl_ms(record: Record) -> float | None:
-    """Mean inter-token latency of the decode loop; ``None`` when it cannot be computed."""
+    """Mean inter-token latency of the decode loop; ``None`` when it cannot be computed.
+
+    A decode loop of zero time measured nothing (the tokens arrived together).
+    """
     tokens, decode_ms = record.completion_tokens, record.decode_ms
-    if tokens is None or tokens < 2 or decode_ms is None:
+    if tokens is None or tokens < 2 or decode_ms is None or decode_ms <= 0:
         return None
     return decode_ms / (tokens - 1)
 
@@ -135,7 +138,7 @@ class Stats:
         max_page: int = MAX_PAGE,
         instance: str | None = None,
     ) -> None:
-        if not isinstance(max_page, int) or max_page < 1:
+        if not isinstance(max_page, int) or isinstance(max_page, bool) or max_page < 1:
             raise ValueError(f"max_page must be a positive integer, got {max_page!r}")
         self.ring: RequestRing[Record] = RequestRing(capacity, instance)
         # A poll never returns more than the ring can hold.

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from .rate import DEFAULT_MIN_SPAN_S, DEFAULT_SAMPLE_CAP, RateReading, RateWindow
+from .rate import DEFAULT_SAMPLE_CAP, RateReading, RateWindow
 
 CLIENT_DISCONNECT = "client_disconnect"
 EXPLICIT = "explicit"
@@ -44,7 +44,7 @@ class ServingStats:
         self,
         window_s: float = 5.0,
         sample_cap: int = DEFAULT_SAMPLE_CAP,
-        min_span_s: float = DEFAULT_MIN_SPAN_S,
+        min_span_s: float | None = None,
     ) -> None:
         self._lock = threading.Lock()
         # key -> aborting?
@@ -90,7 +90,8 @@ class ServingStats:
 
     def observe_tokens(self, now: float, prompt: int = 0, completion: int = 0) -> None:
         """Token deltas seen at ``now``: they grow the lifetime totals and feed the rates."""
-        if prompt < 0 or completion < 0:
+        # ``not >= 0`` also refuses NaN, which would poison the rates.
+        if not (prompt >= 0 and completion >= 0):
             raise ValueError(f"token deltas must be >= 0, got {prompt!r}, {completion!r}")
         with self._lock:
             if prompt:

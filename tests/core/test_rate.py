@@ -139,8 +139,15 @@ def test_last_known_max_age_must_be_positive(max_age_s: float) -> None:
 
 @pytest.mark.parametrize(
     ("used", "total", "occupancy"),
-    [(3, 4, 0.75), (0, 4, 0.0), (4, 4, 1.0), (3, 0, None), (0, 0, None),
-     (None, 4, None), (3, None, None)],
+    [
+        (3, 4, 0.75),
+        (0, 4, 0.0),
+        (4, 4, 1.0),
+        (3, 0, None),
+        (0, 0, None),
+        (None, 4, None),
+        (3, None, None),
+    ],
 )
 def test_pool_occupancy_is_none_without_a_pool_report(
     used: float | None, total: float | None, occupancy: float | None

@@ -68,9 +68,7 @@ def test_two_tokens_is_one_decode_step() -> None:
     assert (wire["decode_tps"], wire["itl_ms"]) == (25.0, 40.0)
 
 
-@pytest.mark.parametrize(
-    ("percentile", "value"), [("p50", 300), ("p95", 1000), ("p99", 1000)]
-)
+@pytest.mark.parametrize(("percentile", "value"), [("p50", 300), ("p95", 1000), ("p99", 1000)])
 def test_duration_percentiles_are_nearest_rank(percentile: str, value: float) -> None:
     stats = stats_of(*(Record(duration_ms=ms) for ms in (1000, 200, 400, 100, 300)))
     assert getattr(stats.summary(), f"duration_{percentile}_ms") == value

@@ -25,7 +25,7 @@ def test_seqs_start_at_zero_and_never_repeat_across_wraps() -> None:
 
 def test_each_ring_instance_numbers_from_zero() -> None:
     filled(2, 5)
-    assert RequestRing(2).push("x") == 0
+    assert RequestRing[str](2).push("x") == 0
 
 
 @pytest.mark.parametrize(
@@ -59,8 +59,13 @@ def test_since_returns_rows_with_their_seq_oldest_first() -> None:
 
 @pytest.mark.parametrize(
     ("limit", "expected", "next_cursor"),
-    [(1, [0], 1), (3, [0, 1, 2], 3), (7, list(range(7)), 7), (8, list(range(8)), 8),
-     (100, list(range(8)), 8)],
+    [
+        (1, [0], 1),
+        (3, [0, 1, 2], 3),
+        (7, list(range(7)), 7),
+        (8, list(range(8)), 8),
+        (100, list(range(8)), 8),
+    ],
 )
 def test_page_holds_at_most_limit_and_next_cursor_follows_last_row(
     limit: int, expected: list[int], next_cursor: int
@@ -154,9 +159,7 @@ def test_poller_continues_normally_after_a_reset() -> None:
 
 
 @pytest.mark.parametrize(("capacity", "pushes"), [(3, 0), (3, 2), (3, 10)])
-def test_cursor_at_recorded_total_is_an_empty_page_not_a_reset(
-    capacity: int, pushes: int
-) -> None:
+def test_cursor_at_recorded_total_is_an_empty_page_not_a_reset(capacity: int, pushes: int) -> None:
     page = filled(capacity, pushes).since(pushes, 10)
     assert page.rows == ()
     assert page.reset is False

@@ -31,11 +31,8 @@ def test_nearest_rank_of_nothing_is_none() -> None:
     assert nearest_rank([], 50) is None
 
 
-@pytest.mark.xfail(
-    reason="core bug: summary.py:22 ceil(p / 100 * n) rounds 7/100*100 up to rank 8", strict=True
-)
 @pytest.mark.parametrize("percentile", [7, 14, 28, 55, 56])
-def test_nearest_rank_is_exact_for_whole_percent_of_100_values(percentile: int) -> None:
+def test_nearest_rank_is_exact_not_float_rounded(percentile: int) -> None:
     assert nearest_rank(list(range(1, 101)), percentile) == percentile
 
 

@@ -62,3 +62,16 @@ def test_concurrent_begin_finish_counts_every_completion() -> None:
     run_together(serve)
     snap = stats.snapshot(0.0)
     assert (snap.completed, snap.active) == (THREADS * PER_THREAD, 0)
+
+
+def test_concurrent_token_deltas_all_count() -> None:
+    stats = ServingStats()
+
+    def observe(worker: int) -> None:
+        for n in range(PER_THREAD):
+            stats.observe_tokens(float(n), prompt=1, completion=2)
+
+    run_together(observe)
+    snap = stats.snapshot(float(PER_THREAD))
+    assert snap.prompt_tokens_total == THREADS * PER_THREAD
+    assert snap.completion_tokens_total == 2 * THREADS * PER_THREAD

@@ -1,0 +1,191 @@
+"""The queries every reader of the archive shares: admin, API, dashboard and commands.
+
+Nobody else builds archive queries: time windows, filters, keyset pages in both
+directions and aggregates all live here, on ``FinishedRequest.objects``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections
+from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Sum
+
+from ..core.summary import mean_present, percentiles
+from .rows import COLUMNS, at_ms_to_datetime, datetime_to_at_ms, row_entry
+
+# The columns a row's wire dict is built from.
+ENTRY_COLUMNS = (*COLUMNS, "id")
+
+FILTER_FIELDS = (
+    "model",
+    "route",
+    "status",
+    "outcome",
+    "aborted",
+    "finish_reason",
+    "client",
+    "replica",
+    "via_api_key",
+)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A keyset position: the (finished_at, id) of the last row a page returned."""
+
+    at_ms: int
+    id: int
+
+    def encode(self) -> str:
+        return f"{self.at_ms}.{self.id}"
+
+    @classmethod
+    def decode(cls, text: str) -> Cursor:
+        """Parse ``"<at_ms>.<id>"``; raise ``ValueError`` with a reason otherwise."""
+        at_ms, sep, row_id = text.partition(".")
+        if not sep or not at_ms.lstrip("-").isdigit() or not row_id.isdigit():
+            raise ValueError(f"cursor must look like '<at_ms>.<id>', got {text!r}")
+        return cls(int(at_ms), int(row_id))
+
+
+@dataclass(frozen=True)
+class KeysetPage:
+    """Rows (wire dicts, each with ``id``) and the cursor to continue from, if any."""
+
+    entries: list[dict[str, Any]]
+    next_cursor: Cursor | None
+
+
+class PercentileDisc(Aggregate):
+    """PostgreSQL's ``percentile_disc``: the nearest-rank percentile, computed in SQL."""
+
+    function = "percentile_disc"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+class FinishedRequestQuerySet(QuerySet[Any]):
+    def window(self, since: datetime | None = None, until: datetime | None = None) -> Any:
+        """Rows finished at or after ``since`` and before ``until``."""
+        qs = self
+        if since is not None:
+            qs = qs.filter(finished_at__gte=since)
+        if until is not None:
+            qs = qs.filter(finished_at__lt=until)
+        return qs
+
+    def matching(self, filters: Mapping[str, Any]) -> Any:
+        """Rows whose fields equal the given values; a list/tuple value means any of them."""
+        qs = self
+        for name, value in filters.items():
+            if name not in FILTER_FIELDS:
+                raise ValueError(f"cannot filter on {name!r}; known: {', '.join(FILTER_FIELDS)}")
+            if value is None:
+                continue
+            if isinstance(value, list | tuple | set | frozenset):
+                qs = qs.filter(**{f"{name}__in": list(value)})
+            else:
+                qs = qs.filter(**{name: value})
+        return qs
+
+    def newest_first(self, after: Cursor | None, limit: int) -> KeysetPage:
+        """A page of rows older than ``after`` (newest first)."""
+        qs = self
+        if after is not None:
+            moment = at_ms_to_datetime(after.at_ms)
+            # The redundant ``<=`` gives the planner an index range on (finished_at, id).
+            qs = qs.filter(finished_at__lte=moment).filter(
+                Q(finished_at__lt=moment) | Q(finished_at=moment, id__lt=after.id)
+            )
+        return qs.order_by("-finished_at", "-id")._page(limit)
+
+    def oldest_first(self, after: Cursor | None, limit: int) -> KeysetPage:
+        """A page of rows newer than ``after`` (oldest first)."""
+        qs = self
+        if after is not None:
+            moment = at_ms_to_datetime(after.at_ms)
+            qs = qs.filter(finished_at__gte=moment).filter(
+                Q(finished_at__gt=moment) | Q(finished_at=moment, id__gt=after.id)
+            )
+        return qs.order_by("finished_at", "id")._page(limit)
+
+    def _page(self, limit: int) -> KeysetPage:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit!r}")
+        rows = list(self.values(*ENTRY_COLUMNS)[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        entries = [_entry_with_id(row) for row in rows]
+        last = rows[-1] if rows and more else None
+        cursor = Cursor(datetime_to_at_ms(last["finished_at"]), last["id"]) if last else None
+        return KeysetPage(entries, cursor)
+
+    def entries(self, chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
+        """Every row's wire dict, in the queryset's order, in constant memory."""
+        for row in self.values(*ENTRY_COLUMNS).iterator(chunk_size=chunk_size):
+            yield _entry_with_id(row)
+
+    def by_request_id(self, request_id: str) -> list[dict[str, Any]]:
+        """Every archived row with this ``request_id`` (one per replica that served it)."""
+        return [_entry_with_id(r) for r in self.filter(request_id=request_id).values(*ENTRY_COLUMNS)]
+
+    def aggregates(self) -> dict[str, Any]:
+        """Counts by outcome, token sums, and nearest-rank latency percentiles.
+
+        Percentiles are computed in SQL on PostgreSQL and in Python elsewhere (the
+        embedded default); a value nothing measured is ``None``.
+        """
+        totals = self.aggregate(
+            requests=Count("id"),
+            ok=Count("id", filter=Q(outcome="ok")),
+            error=Count("id", filter=Q(outcome="error")),
+            aborted=Count("id", filter=Q(outcome="aborted")),
+            prompt_tokens=Sum("prompt_tokens"),
+            completion_tokens=Sum("completion_tokens"),
+            ttft_mean_ms=Avg("ttft_ms"),
+            first_at=Min("finished_at"),
+            last_at=Max("finished_at"),
+        )
+        result: dict[str, Any] = {
+            "requests": totals["requests"],
+            "outcomes": {k: totals[k] for k in ("ok", "error", "aborted")},
+            "prompt_tokens": totals["prompt_tokens"],
+            "completion_tokens": totals["completion_tokens"],
+            "ttft_mean_ms": totals["ttft_mean_ms"],
+            "first_at_ms": _at_ms_or_none(totals["first_at"]),
+            "last_at_ms": _at_ms_or_none(totals["last_at"]),
+        }
+        for column in ("duration_ms", "ttft_ms"):
+            for p, value in self._percentiles(column).items():
+                result[f"{column[:-3]}_p{p}_ms"] = value
+        return result
+
+    def _percentiles(self, column: str) -> dict[int, float | None]:
+        wanted = (50, 95, 99)
+        if connections[self.db].vendor == "postgresql":
+            found = self.filter(**{f"{column}__isnull": False}).aggregate(
+                **{f"p{p}": PercentileDisc(F(column), p / 100) for p in wanted}
+            )
+            return {p: found[f"p{p}"] for p in wanted}
+        values = self.values_list(column, flat=True).iterator(chunk_size=5000)
+        return {int(p): v for p, v in percentiles(values, wanted).items()}
+
+
+def _at_ms_or_none(moment: datetime | None) -> int | None:
+    return None if moment is None else datetime_to_at_ms(moment)
+
+
+def _entry_with_id(row: dict[str, Any]) -> dict[str, Any]:
+    wire = row_entry(row)
+    wire["id"] = row["id"]
+    return wire
+
+
+__all__ = ["Cursor", "FinishedRequestQuerySet", "KeysetPage", "mean_present"]

@@ -1,0 +1,285 @@
+"""The write-behind archiver: a bounded queue on the request path, a thread that drains it.
+
+``submit`` only appends to a bounded in-process queue (a full queue drops the *new*
+record and counts it). A background thread, started lazily on the first submit (so
+after any fork, never in ``ready()``), writes a batch when one fills or an interval
+passes. A record leaves the queue only after its batch committed; a batch that could
+not commit stays at the head and is retried with backoff. On interpreter exit the
+queue is drained within a deadline. At every instant::
+
+    accepted == persisted + pending + dropped (by reason) + dead_lettered
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+
+from django.db import close_old_connections, connections
+
+from ..core.requests import Record
+from .batch import write_batch
+from .rows import Pending
+
+logger = logging.getLogger(__name__)
+
+# Reasons a record is dropped instead of archived.
+QUEUE_FULL = "queue_full"  # the bounded queue was full when it arrived
+CLOSED = "closed"  # it arrived after the writer was closed for shutdown
+SHUTDOWN_DEADLINE = "shutdown_deadline"  # still queued when the shutdown deadline passed
+
+
+@dataclass(frozen=True)
+class ArchiveHealth:
+    """The archive's accounting; ``accepted`` equals the sum of the four outcomes."""
+
+    accepted: int
+    persisted: int
+    duplicates: int  # of ``persisted``: already archived, not written again
+    pending: int
+    dropped: dict[str, int] = field(default_factory=dict)
+    dead_lettered: int = 0
+    failed_attempts: int = 0
+    last_error: str | None = None
+    queue_max: int = 0
+
+
+class ArchiveWriter:
+    """A ``live.RecordSink`` that archives finished records behind the request path."""
+
+    def __init__(
+        self,
+        *,
+        instance: str | None = None,
+        using: str = "default",
+        queue_max: int = 100_000,
+        batch_size: int = 1000,
+        interval_s: float = 1.0,
+        retry_max_s: float = 30.0,
+        shutdown_deadline_s: float = 10.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.instance = instance
+        self.using = using
+        self.queue_max = queue_max
+        self.batch_size = batch_size
+        self.interval_s = interval_s
+        self.retry_max_s = retry_max_s
+        self.shutdown_deadline_s = shutdown_deadline_s
+        self._monotonic = monotonic
+        self._queue: deque[Pending] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        # Only one batch is in the database at a time, whoever writes it.
+        self._write_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._accepted = 0
+        self._persisted = 0
+        self._duplicates = 0
+        self._dead_lettered = 0
+        self._dropped: dict[str, int] = {}
+        self._failed_attempts = 0
+        self._last_error: str | None = None
+
+    # -- the request path ------------------------------------------------------------
+
+    def submit(self, seq: int | None, record: Record, instance: str | None = None) -> bool:
+        """Queue a record for the archive; never blocks on the database.
+
+        Returns whether it was queued (a full or closed queue drops it, counted).
+        """
+        with self._lock:
+            self._accepted += 1
+            if self._stopping.is_set():
+                self._dropped[CLOSED] = self._dropped.get(CLOSED, 0) + 1
+                return False
+            if len(self._queue) >= self.queue_max:
+                self._dropped[QUEUE_FULL] = self._dropped.get(QUEUE_FULL, 0) + 1
+                return False
+            self._queue.append(Pending(seq, record, instance or self.instance))
+            if len(self._queue) >= self.batch_size:
+                self._wake.notify()
+        if self._thread is None:
+            self.start()
+        return True
+
+    # -- accounting ------------------------------------------------------------------
+
+    def health(self) -> ArchiveHealth:
+        with self._lock:
+            return ArchiveHealth(
+                accepted=self._accepted,
+                persisted=self._persisted,
+                duplicates=self._duplicates,
+                pending=len(self._queue),
+                dropped=dict(self._dropped),
+                dead_lettered=self._dead_lettered,
+                failed_attempts=self._failed_attempts,
+                last_error=self._last_error,
+                queue_max=self.queue_max,
+            )
+
+    # -- writing ---------------------------------------------------------------------
+
+    def flush_once(self) -> int:
+        """Write the batch at the head of the queue; return how many records left it.
+
+        Raises what the database raised if the batch could not commit; the batch then
+        stays at the head of the queue.
+        """
+        with self._write_lock:
+            with self._lock:
+                batch = [self._queue[i] for i in range(min(self.batch_size, len(self._queue)))]
+            if not batch:
+                return 0
+            try:
+                result = write_batch(batch, self.using)
+            except Exception as exc:
+                with self._lock:
+                    self._failed_attempts += 1
+                    self._last_error = type(exc).__name__
+                # A broken connection is replaced on the next attempt.
+                connections[self.using].close()
+                raise
+            with self._lock:
+                # Only this writer removes from the head, so these are the batch's items.
+                for _ in batch:
+                    self._queue.popleft()
+                self._persisted += result.inserted + result.duplicates
+                self._duplicates += result.duplicates
+                self._dead_lettered += len(result.dead)
+                self._last_error = None
+            for item, reason in result.dead:
+                logger.error(
+                    "ferrox_stats: dead-lettered record %s/%s: %s",
+                    item.record.replica,
+                    item.record.request_id,
+                    reason,
+                )
+            return len(batch)
+
+    def drain(self, deadline_s: float | None = None) -> bool:
+        """Write until the queue is empty or ``deadline_s`` passes; return whether it emptied."""
+        deadline = self._monotonic() + (
+            self.shutdown_deadline_s if deadline_s is None else deadline_s
+        )
+        backoff = 0.05
+        while self.health().pending:
+            if self._monotonic() >= deadline:
+                return False
+            try:
+                self.flush_once()
+                backoff = 0.05
+            except Exception:
+                time.sleep(min(backoff, max(0.0, deadline - self._monotonic())))
+                backoff = min(backoff * 2, 1.0)
+        return True
+
+    # -- the background thread ---------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background writer (idempotent); done lazily by the first ``submit``."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(
+                target=self._run, name="ferrox-stats-archiver", daemon=True
+            )
+            self._thread.start()
+        atexit.register(self.close)
+        _install_sigterm_exit()
+
+    def _run(self) -> None:
+        backoff = 0.0
+        while not self._stopping.is_set():
+            if backoff:
+                # After a failure wait out the backoff, however full the queue is.
+                if self._stopping.wait(backoff):
+                    break
+            else:
+                with self._lock:
+                    if len(self._queue) < self.batch_size and not self._stopping.is_set():
+                        self._wake.wait(self.interval_s)
+            if self._stopping.is_set():
+                break
+            try:
+                close_old_connections()
+                while self.flush_once() == self.batch_size and not self._stopping.is_set():
+                    pass
+                backoff = 0.0
+            except Exception:
+                logger.warning(
+                    "ferrox_stats: archive batch failed; it stays queued and is retried",
+                    exc_info=True,
+                )
+                backoff = min(max(backoff * 2, 0.1), self.retry_max_s)
+        connections.close_all()
+
+    def close(self, deadline_s: float | None = None) -> bool:
+        """Stop the thread, drain the queue within the deadline, count what is left.
+
+        Returns whether everything was written. Records still pending at the deadline
+        are counted as dropped by ``shutdown_deadline``; later submits are too.
+        """
+        deadline = self._monotonic() + (
+            self.shutdown_deadline_s if deadline_s is None else deadline_s
+        )
+        with self._lock:
+            self._stopping.set()
+            self._wake.notify_all()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - self._monotonic()))
+        emptied = self.drain(max(0.0, deadline - self._monotonic()))
+        if not emptied:
+            with self._lock:
+                left = len(self._queue)
+                self._queue.clear()
+                self._dropped[SHUTDOWN_DEADLINE] = self._dropped.get(SHUTDOWN_DEADLINE, 0) + left
+            logger.error("ferrox_stats: %d records not archived before the shutdown deadline", left)
+        return emptied
+
+
+_sigterm_installed = False
+
+
+def _install_sigterm_exit() -> None:
+    """Make SIGTERM exit through the interpreter (so ``atexit`` drains the queue).
+
+    Only where nobody handles SIGTERM yet and only from the main thread: servers that
+    handle it themselves (gunicorn, uvicorn) already exit cleanly, running ``atexit``.
+    """
+    global _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    _sigterm_installed = True
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
+
+
+def from_settings(instance: str | None = None) -> ArchiveWriter:
+    """The default ``ARCHIVE_SINK``: a writer configured by ``FERROX_STATS``."""
+    from ..conf import conf
+
+    return ArchiveWriter(
+        instance=instance,
+        using=conf.ARCHIVE_DATABASE,
+        queue_max=conf.ARCHIVE_QUEUE_MAX,
+        batch_size=conf.ARCHIVE_BATCH_SIZE,
+        interval_s=conf.ARCHIVE_FLUSH_INTERVAL_S,
+        retry_max_s=conf.ARCHIVE_RETRY_MAX_S,
+        shutdown_deadline_s=conf.ARCHIVE_SHUTDOWN_DEADLINE_S,
+    )

@@ -1,0 +1,116 @@
+"""The archive: one row per finished request, and the rows that could never be written."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.db import models
+from django.db.models import Q
+
+from .archive.queries import FinishedRequestQuerySet
+
+OUTCOME_OK = "ok"
+OUTCOME_ERROR = "error"
+OUTCOME_ABORTED = "aborted"
+OUTCOMES = [(OUTCOME_OK, "ok"), (OUTCOME_ERROR, "error"), (OUTCOME_ABORTED, "aborted")]
+
+
+class FinishedRequest(models.Model):
+    """Every field of a ``core.requests.Record``, plus who recorded it and its ring seq.
+
+    ``finished_at`` holds the record's ``at_ms`` (millisecond precision round-trips
+    exactly). ``outcome`` is derived from ``aborted``/``error``/``status`` so filters
+    on it can use an index.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    request_id = models.CharField(max_length=200, null=True, blank=True)
+    finished_at = models.DateTimeField()
+    route = models.CharField(max_length=200, null=True, blank=True)
+    model = models.CharField(max_length=200, null=True, blank=True)
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    stream = models.BooleanField(null=True, blank=True)
+    prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    ttft_ms = models.FloatField("TTFT (ms)", null=True, blank=True)
+    duration_ms = models.FloatField("duration (ms)", null=True, blank=True)
+    queue_ms = models.FloatField("queue (ms)", null=True, blank=True)
+    decode_ms = models.FloatField("decode (ms)", null=True, blank=True)
+    finish_reason = models.CharField(max_length=64, null=True, blank=True)
+    aborted = models.CharField(max_length=64, null=True, blank=True)
+    error = models.CharField(max_length=200, null=True, blank=True)
+    client = models.CharField(max_length=200, null=True, blank=True)
+    via_api_key = models.CharField("via API key", max_length=100, null=True, blank=True)
+    replica = models.CharField(max_length=200)
+    instance = models.CharField(max_length=200, null=True, blank=True)
+    seq = models.BigIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=OUTCOMES)
+
+    objects: ClassVar[FinishedRequestQuerySet] = FinishedRequestQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        verbose_name = "finished request"
+        verbose_name_plural = "finished requests"
+        ordering = ("-finished_at", "-id")
+        constraints = [
+            # A replayed record is never stored twice.
+            models.UniqueConstraint(
+                fields=["replica", "request_id"], name="ferrox_stats_fr_replica_request_uniq"
+            ),
+            # ... nor is one re-sent after a commit whose acknowledgement was lost.
+            models.UniqueConstraint(
+                fields=["instance", "seq"], name="ferrox_stats_fr_instance_seq_uniq"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__isnull=True) | Q(status__gte=100, status__lte=599),
+                name="ferrox_stats_fr_status_http",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    (Q(ttft_ms__isnull=True) | Q(ttft_ms__gte=0))
+                    & (Q(duration_ms__isnull=True) | Q(duration_ms__gte=0))
+                    & (Q(queue_ms__isnull=True) | Q(queue_ms__gte=0))
+                    & (Q(decode_ms__isnull=True) | Q(decode_ms__gte=0))
+                ),
+                name="ferrox_stats_fr_times_nonnegative",
+            ),
+        ]
+        indexes = [
+            # Keyset paging and time windows: (finished_at, id) in both directions.
+            models.Index(fields=["finished_at", "id"], name="ferrox_fr_finished_id"),
+            models.Index(fields=["model", "finished_at"], name="ferrox_fr_model_finished"),
+            models.Index(fields=["route", "finished_at"], name="ferrox_fr_route_finished"),
+            models.Index(fields=["status", "finished_at"], name="ferrox_fr_status_finished"),
+            models.Index(fields=["outcome", "finished_at"], name="ferrox_fr_outcome_finished"),
+            models.Index(fields=["client", "finished_at"], name="ferrox_fr_client_finished"),
+            models.Index(fields=["replica", "finished_at"], name="ferrox_fr_replica_finished"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id or f'#{self.pk}'} {self.model or '-'} {self.status or '-'}"
+
+
+class DeadLetter(models.Model):
+    """A finished record that can never be written, set aside with the reason why.
+
+    ``payload`` is the record's wire dict (``core.requests.entry``): it holds no
+    request or response content, so keeping it is safe.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    replica = models.CharField(max_length=200, blank=True, default="")
+    request_id = models.CharField(max_length=200, blank=True, default="")
+    instance = models.CharField(max_length=200, blank=True, default="")
+    reason = models.TextField()
+    payload = models.JSONField()
+
+    class Meta:
+        verbose_name = "dead-lettered record"
+        verbose_name_plural = "dead-lettered records"
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["created_at"], name="ferrox_dl_created")]
+
+    def __str__(self) -> str:
+        return f"{self.request_id or f'#{self.pk}'}: {self.reason[:60]}"
