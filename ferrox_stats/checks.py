@@ -12,6 +12,22 @@ from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS
 
+# Keys that must be positive integers (E002) and positive seconds (E004).
+POSITIVE_INTS = (
+    "RING_CAPACITY",
+    "RATE_SAMPLE_CAP",
+    "ARCHIVE_QUEUE_MAX",
+    "ARCHIVE_BATCH_SIZE",
+    "PRUNE_BATCH_SIZE",
+)
+POSITIVE_SECONDS = (
+    "RATE_WINDOW_S",
+    "RATE_MIN_SPAN_S",
+    "ARCHIVE_FLUSH_INTERVAL_S",
+    "ARCHIVE_RETRY_MAX_S",
+    "ARCHIVE_SHUTDOWN_DEADLINE_S",
+)
+
 
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
@@ -49,7 +65,7 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
 
-    for name in ("RING_CAPACITY", "RATE_SAMPLE_CAP"):
+    for name in POSITIVE_INTS:
         if not _positive_int(values[name]):
             errors.append(
                 Error(
@@ -69,26 +85,38 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
 
+    for name in POSITIVE_SECONDS:
+        if not _positive_number(values[name]):
+            errors.append(
+                Error(
+                    f"FERROX_STATS[{name!r}] must be a positive number of seconds.",
+                    hint=f"Got {values[name]!r}; the default is {DEFAULTS[name]!r}.",
+                    id="ferrox_stats.E004",
+                )
+            )
     window, min_span = values["RATE_WINDOW_S"], values["RATE_MIN_SPAN_S"]
-    if not _positive_number(window) or not _positive_number(min_span) or min_span > window:
+    if _positive_number(window) and _positive_number(min_span) and min_span > window:
         errors.append(
             Error(
-                "FERROX_STATS['RATE_WINDOW_S'] and ['RATE_MIN_SPAN_S'] must be positive "
-                "seconds, with RATE_MIN_SPAN_S <= RATE_WINDOW_S.",
+                "FERROX_STATS['RATE_MIN_SPAN_S'] must not exceed RATE_WINDOW_S.",
                 hint=f"Got RATE_WINDOW_S={window!r}, RATE_MIN_SPAN_S={min_span!r}.",
                 id="ferrox_stats.E004",
             )
         )
 
-    max_age = values["GAUGE_MAX_AGE_S"]
-    if max_age is not None and not _positive_number(max_age):
-        errors.append(
-            Error(
-                "FERROX_STATS['GAUGE_MAX_AGE_S'] must be positive seconds or None.",
-                hint=f"Got {max_age!r}; None keeps the last report forever.",
-                id="ferrox_stats.E005",
+    for name, meaning in (
+        ("GAUGE_MAX_AGE_S", "keeps the last report forever"),
+        ("RETENTION_DAYS", "keeps the archive forever"),
+    ):
+        value = values[name]
+        if value is not None and not _positive_number(value):
+            errors.append(
+                Error(
+                    f"FERROX_STATS[{name!r}] must be a positive number or None.",
+                    hint=f"Got {value!r}; None {meaning}.",
+                    id="ferrox_stats.E005",
+                )
             )
-        )
 
     replica = values["REPLICA"]
     if replica is not None and not (isinstance(replica, str) and replica.strip()):
@@ -117,4 +145,14 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                     id="ferrox_stats.E007",
                 )
             )
+
+    alias = values["ARCHIVE_DATABASE"]
+    if alias not in settings.DATABASES:
+        errors.append(
+            Error(
+                "FERROX_STATS['ARCHIVE_DATABASE'] must name a database in DATABASES.",
+                hint=f"Got {alias!r}; known: {', '.join(settings.DATABASES)}.",
+                id="ferrox_stats.E008",
+            )
+        )
     return errors

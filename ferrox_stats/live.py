@@ -173,7 +173,7 @@ class Recorder:
             pool_occupancy=self.pool_occupancy.get(now),
             queue_depth=self.queue_depth.get(now),
             sink_errors=self.sink_errors,
-            archive=self.sink.health() if hasattr(self.sink, "health") else None,
+            archive=health() if callable(health := getattr(self.sink, "health", None)) else None,
         )
 
 

@@ -19,9 +19,7 @@ def home(request: HttpRequest) -> HttpResponse:
     if settings.DEMO_TRAFFIC:
         demo_traffic.start_once(duration_s=600.0)
     snapshot = live.get_recorder().snapshot()
-    recent = live.get_recorder().stats.since(
-        max(0, snapshot.recorded_total - 20), 20
-    )
+    recent = live.get_recorder().stats.since(max(0, snapshot.recorded_total - 20), 20)
     return render(
         request,
         "home.html",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import dj_database_url
 
 SECRET_KEY = "ferrox-stats-tests"

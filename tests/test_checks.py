@@ -36,7 +36,16 @@ def test_w001_an_unknown_key_is_named(settings: Any) -> None:
     assert "'RING_CAPACTY'" in message.msg
 
 
-@pytest.mark.parametrize("key", ["RING_CAPACITY", "RATE_SAMPLE_CAP"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "RING_CAPACITY",
+        "RATE_SAMPLE_CAP",
+        "ARCHIVE_QUEUE_MAX",
+        "ARCHIVE_BATCH_SIZE",
+        "PRUNE_BATCH_SIZE",
+    ],
+)
 @pytest.mark.parametrize("value", [0, -1, 2.5, "1024", True, None])
 def test_e002_sizes_must_be_positive_integers(settings: Any, key: str, value: Any) -> None:
     found = ids(settings, {key: value, "MAX_PAGE": 1})
@@ -62,19 +71,24 @@ def test_max_page_equal_to_the_ring_is_fine(settings: Any) -> None:
         {"RATE_WINDOW_S": float("nan")},
         {"RATE_MIN_SPAN_S": -1},
         {"RATE_WINDOW_S": 1.0, "RATE_MIN_SPAN_S": 2.0},
+        {"ARCHIVE_FLUSH_INTERVAL_S": 0},
+        {"ARCHIVE_RETRY_MAX_S": "30"},
+        {"ARCHIVE_SHUTDOWN_DEADLINE_S": -1.0},
     ],
 )
-def test_e004_rate_windows_are_positive_seconds(settings: Any, value: Any) -> None:
+def test_e004_durations_are_positive_seconds(settings: Any, value: Any) -> None:
     assert ids(settings, value) == ["ferrox_stats.E004"]
 
 
+@pytest.mark.parametrize("key", ["GAUGE_MAX_AGE_S", "RETENTION_DAYS"])
 @pytest.mark.parametrize("value", [0, -5, "60"])
-def test_e005_gauge_max_age_is_positive_or_none(settings: Any, value: Any) -> None:
-    assert ids(settings, {"GAUGE_MAX_AGE_S": value}) == ["ferrox_stats.E005"]
+def test_e005_ages_are_positive_or_none(settings: Any, key: str, value: Any) -> None:
+    assert ids(settings, {key: value}) == ["ferrox_stats.E005"]
 
 
-def test_gauge_max_age_none_is_fine(settings: Any) -> None:
-    assert ids(settings, {"GAUGE_MAX_AGE_S": None}) == []
+@pytest.mark.parametrize("key", ["GAUGE_MAX_AGE_S", "RETENTION_DAYS"])
+def test_ages_of_none_mean_forever(settings: Any, key: str) -> None:
+    assert ids(settings, {key: None}) == []
 
 
 @pytest.mark.parametrize("value", ["", "  ", 7])
@@ -89,5 +103,9 @@ def test_e007_the_archive_sink_is_a_dotted_path_to_a_callable(settings: Any, val
 
 def test_the_check_is_registered_with_django(settings: Any) -> None:
     settings.FERROX_STATS = {"RING_CAPACITY": 0}
-    with pytest.raises(SystemCheckError, match="ferrox_stats.E002"):
+    with pytest.raises(SystemCheckError, match=r"ferrox_stats\.E002"):
         call_command("check")
+
+
+def test_e008_the_archive_database_is_a_known_alias(settings: Any) -> None:
+    assert ids(settings, {"ARCHIVE_DATABASE": "archive"}) == ["ferrox_stats.E008"]

@@ -121,7 +121,11 @@ def test_a_client_that_goes_away_mid_stream_is_an_abort_with_partial_tokens(
     assert [next(chunks), next(chunks)] == ["a", "b"]
     chunks.close()  # what the server does when the client disconnects
     record = only_record(recorder)
-    assert (record.aborted, record.error, record.completion_tokens) == ("client_disconnect", None, 2)
+    assert (record.aborted, record.error, record.completion_tokens) == (
+        "client_disconnect",
+        None,
+        2,
+    )
     serving = recorder.serving.snapshot(0)
     assert (serving.active, serving.completed) == (0, 0)
     assert serving.aborts == {"client_disconnect": 1}

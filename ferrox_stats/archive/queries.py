@@ -134,7 +134,9 @@ class FinishedRequestQuerySet(QuerySet[Any]):
 
     def by_request_id(self, request_id: str) -> list[dict[str, Any]]:
         """Every archived row with this ``request_id`` (one per replica that served it)."""
-        return [_entry_with_id(r) for r in self.filter(request_id=request_id).values(*ENTRY_COLUMNS)]
+        return [
+            _entry_with_id(r) for r in self.filter(request_id=request_id).values(*ENTRY_COLUMNS)
+        ]
 
     def aggregates(self) -> dict[str, Any]:
         """Counts by outcome, token sums, and nearest-rank latency percentiles.

@@ -194,9 +194,9 @@ def dead_letter_payload(item: Pending) -> dict[str, Any]:
     for key, value in {"seq": item.seq, **item.record._asdict()}.items():
         if isinstance(value, str):
             value = value.replace("\x00", "\\x00")
-        elif isinstance(value, float) and not math.isfinite(value):
-            value = repr(value)
-        elif value is not None and not isinstance(value, int | float | bool | str):
+        elif (isinstance(value, float) and not math.isfinite(value)) or (
+            value is not None and not isinstance(value, int | float | bool | str)
+        ):
             value = repr(value)
         payload[key] = value
     payload["instance"] = item.instance

@@ -65,6 +65,7 @@ class ArchiveWriter:
         retry_max_s: float = 30.0,
         shutdown_deadline_s: float = 10.0,
         monotonic: Callable[[], float] = time.monotonic,
+        autostart: bool = True,
     ) -> None:
         self.instance = instance
         self.using = using
@@ -74,9 +75,12 @@ class ArchiveWriter:
         self.retry_max_s = retry_max_s
         self.shutdown_deadline_s = shutdown_deadline_s
         self._monotonic = monotonic
+        # Tests drive flush_once()/drain() themselves with autostart=False.
+        self.autostart = autostart
         self._queue: deque[Pending] = deque()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        self._written = threading.Condition(self._lock)
         # Only one batch is in the database at a time, whoever writes it.
         self._write_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -107,7 +111,7 @@ class ArchiveWriter:
             self._queue.append(Pending(seq, record, instance or self.instance))
             if len(self._queue) >= self.batch_size:
                 self._wake.notify()
-        if self._thread is None:
+        if self._thread is None and self.autostart:
             self.start()
         return True
 
@@ -146,8 +150,11 @@ class ArchiveWriter:
                 with self._lock:
                     self._failed_attempts += 1
                     self._last_error = type(exc).__name__
-                # A broken connection is replaced on the next attempt.
-                connections[self.using].close()
+                # A broken connection is replaced on the next attempt (unless a caller's
+                # transaction owns it, as when a test drives the writer itself).
+                connection = connections[self.using]
+                if not connection.in_atomic_block:
+                    connection.close()
                 raise
             with self._lock:
                 # Only this writer removes from the head, so these are the batch's items.
@@ -157,6 +164,7 @@ class ArchiveWriter:
                 self._duplicates += result.duplicates
                 self._dead_lettered += len(result.dead)
                 self._last_error = None
+                self._written.notify_all()
             for item, reason in result.dead:
                 logger.error(
                     "ferrox_stats: dead-lettered record %s/%s: %s",
@@ -165,6 +173,11 @@ class ArchiveWriter:
                     reason,
                 )
             return len(batch)
+
+    def wait_until_drained(self, timeout_s: float) -> bool:
+        """Block until the queue is empty (written by whoever writes), at most ``timeout_s``."""
+        with self._lock:
+            return self._written.wait_for(lambda: not self._queue, timeout_s)
 
     def drain(self, deadline_s: float | None = None) -> bool:
         """Write until the queue is empty or ``deadline_s`` passes; return whether it emptied."""

@@ -78,7 +78,7 @@ def itl_ms(record: Record) -> float | None:
 
 
 def entry(record: Record, seq: int | None = None) -> dict[str, Any]:
-    """The wire dict of ``record``: ``seq`` (``None`` outside a ring), every field, derived rates."""
+    """The wire dict of ``record``: ``seq`` (``None`` outside a ring), fields, derived rates."""
     wire: dict[str, Any] = {"seq": seq}
     wire.update(record._asdict())
     wire["decode_tps"] = decode_tps(record)

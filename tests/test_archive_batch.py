@@ -1,0 +1,90 @@
+"""Writing one batch (``ferrox_stats.archive.batch``), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferrox_stats.archive.batch import write_batch
+from ferrox_stats.archive.rows import Pending
+from ferrox_stats.core.requests import Record, entry
+from ferrox_stats.models import DeadLetter, FinishedRequest
+from tests.factories import archive, make_record
+
+pytestmark = pytest.mark.django_db
+
+
+def archived_entries() -> list[dict[str, object]]:
+    entries = list(FinishedRequest.objects.order_by("finished_at", "id").entries())
+    for e in entries:
+        del e["id"]
+    return entries
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        make_record(),
+        make_record(stream=False, ttft_ms=None, decode_ms=None, finish_reason=None),
+        make_record(aborted="client_disconnect", status=None, completion_tokens=1),
+        make_record(ttft_ms=0.1 + 0.2, duration_ms=1e-9, queue_ms=0.0, client=None),
+        Record(request_id=None, at_ms=5, replica="r"),
+    ],
+)
+def test_an_archived_row_round_trips_to_the_entry_the_ring_serves(record: Record) -> None:
+    result = write_batch([Pending(41, record, "inst-1")])
+    assert (result.inserted, result.duplicates, result.dead) == (1, 0, [])
+    assert archived_entries() == [entry(record, 41)]
+    row = FinishedRequest.objects.get()
+    assert (row.instance, row.seq) == ("inst-1", 41)
+
+
+def test_replaying_records_stores_each_once() -> None:
+    records = [make_record() for _ in range(5)]
+    assert archive(records).inserted == 5
+    again = archive(records)  # same request ids, new seqs: a replay from a producer
+    assert (again.inserted, again.duplicates) == (0, 5)
+    assert FinishedRequest.objects.count() == 5
+
+
+def test_a_batch_resent_after_a_lost_commit_is_not_stored_twice() -> None:
+    # No request id: only (instance, seq) identifies these rows.
+    items = [Pending(seq, Record(at_ms=1000 + seq, replica="r"), "inst") for seq in range(4)]
+    assert write_batch(items).inserted == 4
+    assert write_batch(items).duplicates == 4
+    assert FinishedRequest.objects.count() == 4
+
+
+def test_duplicates_inside_one_batch_are_stored_once() -> None:
+    record = make_record()
+    result = write_batch([Pending(1, record, "a"), Pending(2, record, "a")])
+    assert (result.inserted, result.duplicates) == (1, 1)
+
+
+def test_the_same_request_id_on_two_replicas_is_two_rows() -> None:
+    archive([make_record(request_id="x", replica="a"), make_record(request_id="x", replica="b")])
+    assert FinishedRequest.objects.filter(request_id="x").count() == 2
+
+
+def test_one_bad_row_is_dead_lettered_and_the_rest_persisted() -> None:
+    good = [make_record() for _ in range(3)]
+    too_long = make_record(model="m" * 300)  # refused before the database sees it
+    bad_status = make_record(status=999)  # refused by the table's CHECK constraint
+    result = archive([good[0], too_long, good[1], bad_status, good[2]])
+    assert result.inserted == 3
+    reasons = {item.record.request_id: reason for item, reason in result.dead}
+    assert reasons[too_long.request_id] == "model is longer than 200 characters"
+    assert reasons[bad_status.request_id].startswith("IntegrityError")
+    assert sorted(FinishedRequest.objects.values_list("request_id", flat=True)) == sorted(
+        r.request_id for r in good
+    )
+    letters = {d.request_id: d for d in DeadLetter.objects.all()}
+    assert set(letters) == {too_long.request_id, bad_status.request_id}
+    assert letters[bad_status.request_id].payload["status"] == 999
+    assert letters[too_long.request_id].reason == "model is longer than 200 characters"
+
+
+def test_negative_times_are_refused_by_the_table() -> None:
+    result = archive([make_record(ttft_ms=-1.0)])
+    assert result.inserted == 0
+    assert len(result.dead) == 1
+    assert FinishedRequest.objects.count() == 0

@@ -1,0 +1,115 @@
+"""The archive's shared queries (``ferrox_stats.archive.queries``), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferrox_stats.archive.queries import Cursor
+from ferrox_stats.archive.rows import at_ms_to_datetime
+from ferrox_stats.models import FinishedRequest
+from tests.factories import BASE_AT_MS, archive, make_record
+
+pytestmark = pytest.mark.django_db
+
+
+def walk(direction: str, limit: int, **filters: object) -> list[list[str]]:
+    """Every page's request ids, following next_cursor until it is None."""
+    qs = FinishedRequest.objects.matching(filters)
+    pages, cursor = [], None
+    while True:
+        page = getattr(qs, direction)(cursor, limit)
+        pages.append([e["request_id"] for e in page.entries])
+        if page.next_cursor is None:
+            return pages
+        cursor = page.next_cursor
+
+
+def test_keyset_pages_cover_every_row_once_in_both_directions() -> None:
+    # Several rows share a finish time: the id breaks the tie, so none is skipped.
+    records = [make_record(request_id=f"r{n:02d}", at_ms=BASE_AT_MS + n // 3) for n in range(10)]
+    archive(records)
+    ids = [r.request_id for r in records]
+    assert walk("oldest_first", 3) == [ids[0:3], ids[3:6], ids[6:9], ids[9:]]
+    assert walk("newest_first", 4) == [ids[::-1][0:4], ids[::-1][4:8], ids[::-1][8:]]
+
+
+def test_an_exact_last_page_has_no_next_cursor() -> None:
+    archive([make_record() for _ in range(4)])
+    assert [len(p) for p in walk("newest_first", 2)] == [2, 2]
+
+
+def test_a_row_that_commits_behind_a_cursor_is_found_by_the_next_newer_poll() -> None:
+    archive([make_record(request_id="a", at_ms=BASE_AT_MS)])
+    first = FinishedRequest.objects.oldest_first(None, 10)
+    assert [e["request_id"] for e in first.entries] == ["a"]
+    archive([make_record(request_id="b", at_ms=BASE_AT_MS + 5)])
+    last = first.entries[-1]
+    after = FinishedRequest.objects.oldest_first(Cursor(last["at_ms"], last["id"]), 10)
+    assert [e["request_id"] for e in after.entries] == ["b"]
+
+
+@pytest.mark.parametrize("text", ["", "12", "a.b", "1.-2", "1.2.3"])
+def test_a_malformed_cursor_is_refused_with_a_reason(text: str) -> None:
+    with pytest.raises(ValueError, match="cursor must look like"):
+        Cursor.decode(text)
+
+
+def test_a_cursor_round_trips() -> None:
+    assert Cursor.decode(Cursor(-5, 7).encode()) == Cursor(-5, 7)
+
+
+def test_window_is_inclusive_of_since_and_exclusive_of_until() -> None:
+    archive([make_record(request_id=f"w{n}", at_ms=BASE_AT_MS + n * 1000) for n in range(5)])
+    qs = FinishedRequest.objects.window(
+        at_ms_to_datetime(BASE_AT_MS + 1000), at_ms_to_datetime(BASE_AT_MS + 3000)
+    )
+    assert sorted(qs.values_list("request_id", flat=True)) == ["w1", "w2"]
+
+
+def test_filters_match_fields_and_lists() -> None:
+    archive(
+        [
+            make_record(request_id="a", model="m1", status=200),
+            make_record(request_id="b", model="m2", status=500, error="EngineError"),
+            make_record(request_id="c", model="m2", aborted="client_disconnect"),
+        ]
+    )
+    by = FinishedRequest.objects.matching
+    assert set(by({"model": "m2"}).values_list("request_id", flat=True)) == {"b", "c"}
+    assert set(by({"outcome": ["ok", "error"]}).values_list("request_id", flat=True)) == {"a", "b"}
+    assert set(by({"aborted": "client_disconnect"}).values_list("request_id", flat=True)) == {"c"}
+    assert by({"model": None}).count() == 3
+    with pytest.raises(ValueError, match="cannot filter on 'prompt'"):
+        by({"prompt": "x"})
+
+
+def test_aggregates_use_nearest_rank_and_none_for_what_nothing_measured() -> None:
+    durations = [100, 200, 300, 400, 1000]
+    archive(
+        [make_record(duration_ms=float(d), ttft_ms=None, prompt_tokens=10) for d in durations]
+        + [make_record(aborted="timeout", duration_ms=None, ttft_ms=None, prompt_tokens=None)]
+    )
+    result = FinishedRequest.objects.aggregates()
+    assert result["requests"] == 6
+    assert result["outcomes"] == {"ok": 5, "error": 0, "aborted": 1}
+    assert result["prompt_tokens"] == 50
+    assert (result["duration_p50_ms"], result["duration_p95_ms"]) == (300.0, 1000.0)
+    assert result["ttft_p50_ms"] is None
+    assert result["ttft_mean_ms"] is None
+
+
+def test_aggregates_of_nothing_are_none_and_zero_counts() -> None:
+    result = FinishedRequest.objects.aggregates()
+    assert result["requests"] == 0
+    assert result["outcomes"] == {"ok": 0, "error": 0, "aborted": 0}
+    assert (result["prompt_tokens"], result["duration_p99_ms"], result["first_at_ms"]) == (
+        None,
+        None,
+        None,
+    )
+
+
+def test_by_request_id_finds_every_replicas_row() -> None:
+    archive([make_record(request_id="x", replica="a"), make_record(request_id="x", replica="b")])
+    assert {e["replica"] for e in FinishedRequest.objects.by_request_id("x")} == {"a", "b"}
+    assert FinishedRequest.objects.by_request_id("nope") == []
