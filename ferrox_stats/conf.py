@@ -45,6 +45,23 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_DAYS": 30,
     # Rows one prune statement deletes at most.
     "PRUNE_BATCH_SIZE": 5000,
+    # API endpoints anyone may read without credentials, by name: "requests",
+    # "stats", "admin_stats", "history", "history_detail", "history_export",
+    # "schema", "docs". Everything else needs a staff session or a token.
+    "PUBLIC_ENDPOINTS": [],
+    # Rows a since-cursor poll returns when it does not ask (capped at MAX_PAGE).
+    "REQUESTS_DEFAULT_LIMIT": 100,
+    # Rows a history page returns when it does not ask, and at most.
+    "HISTORY_DEFAULT_LIMIT": 100,
+    "HISTORY_MAX_PAGE": 500,
+    # Records one ingest batch may hold, and the largest body it may send (bytes).
+    "INGEST_MAX_BATCH": 1000,
+    "INGEST_MAX_BODY_BYTES": 4 * 1024 * 1024,
+    # DRF throttle rates per scope ("<n>/<second|minute|hour|day>"); None: unthrottled.
+    "THROTTLE_RATES": {
+        "ferrox_stats_ingest": "600/minute",
+        "ferrox_stats_history": "600/minute",
+    },
 }
 
 
@@ -126,6 +143,35 @@ class Settings:
     @property
     def PRUNE_BATCH_SIZE(self) -> int:
         return int(self._get("PRUNE_BATCH_SIZE"))
+
+    @property
+    def PUBLIC_ENDPOINTS(self) -> frozenset[str]:
+        return frozenset(self._get("PUBLIC_ENDPOINTS"))
+
+    @property
+    def REQUESTS_DEFAULT_LIMIT(self) -> int:
+        return int(self._get("REQUESTS_DEFAULT_LIMIT"))
+
+    @property
+    def HISTORY_DEFAULT_LIMIT(self) -> int:
+        return int(self._get("HISTORY_DEFAULT_LIMIT"))
+
+    @property
+    def HISTORY_MAX_PAGE(self) -> int:
+        return int(self._get("HISTORY_MAX_PAGE"))
+
+    @property
+    def INGEST_MAX_BATCH(self) -> int:
+        return int(self._get("INGEST_MAX_BATCH"))
+
+    @property
+    def INGEST_MAX_BODY_BYTES(self) -> int:
+        return int(self._get("INGEST_MAX_BODY_BYTES"))
+
+    @property
+    def THROTTLE_RATES(self) -> dict[str, str | None]:
+        # A partial dict overrides only the scopes it names.
+        return {**DEFAULTS["THROTTLE_RATES"], **(self._get("THROTTLE_RATES") or {})}
 
 
 conf = Settings()

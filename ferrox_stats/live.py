@@ -161,6 +161,17 @@ class Recorder:
                 self.sink_errors += 1
         return seq
 
+    def ingested(self, record: Record) -> int:
+        """A request another process served and reported here (already archived).
+
+        It enters the ring and the counters like one served here, without the sink.
+        """
+        self.serving.count_finished(record.aborted, record.error is not None)
+        self.serving.observe_tokens(
+            self.clock.monotonic(), record.prompt_tokens or 0, record.completion_tokens or 0
+        )
+        return self.stats.record(record)
+
     def snapshot(self) -> LiveSnapshot:
         now = self.clock.monotonic()
         return LiveSnapshot(

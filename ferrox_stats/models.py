@@ -114,3 +114,53 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id or f'#{self.pk}'}: {self.reason[:60]}"
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiToken(models.Model):
+    """A credential for the REST API: read scope for pollers, ingest scope for replicas.
+
+    Only a SHA-256 of the secret is stored (secrets are 256 random bits, so a slow
+    hash adds nothing); the secret is shown once, when the token is issued. ``label``
+    is what logs and telemetry name it by.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    label = models.CharField(max_length=100, unique=True)
+    prefix = models.CharField(max_length=12, editable=False)
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    can_read = models.BooleanField("read scope", default=True)
+    can_ingest = models.BooleanField("ingest scope", default=False)
+    replica = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The replica that records ingested with this token are attributed to.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects: ClassVar[ApiTokenQuerySet] = ApiTokenQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
+        ordering = ("label",)
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(can_ingest=False) | ~Q(replica=""),
+                name="ferrox_stats_token_ingest_needs_replica",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import dj_database_url
 
 SECRET_KEY = "ferrox-stats-tests"
@@ -16,6 +18,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "ferrox_stats",
 ]
 
@@ -45,6 +50,9 @@ TEMPLATES = [
 
 # The suite runs once on SQLite and once on PostgreSQL (scripts/test.sh sets DATABASE_URL).
 DATABASES = {"default": dj_database_url.config(default="sqlite:///:memory:")}
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # One test database per run, so concurrent runs on one server never drop each other's.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_ferrox_stats_{os.getpid()}"}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True

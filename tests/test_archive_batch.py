@@ -88,3 +88,13 @@ def test_negative_times_are_refused_by_the_table() -> None:
     assert result.inserted == 0
     assert len(result.dead) == 1
     assert FinishedRequest.objects.count() == 0
+
+
+def test_each_item_is_answered_in_order() -> None:
+    archived = make_record()
+    archive([archived])
+    fresh, bad = make_record(), make_record(status=999)
+    items = [Pending(None, r, None) for r in (fresh, archived, bad, fresh)]
+    result = write_batch(items)
+    assert result.outcomes == ["inserted", "duplicate", "dead", "duplicate"]
+    assert (result.inserted, result.duplicates, len(result.dead)) == (1, 2, 1)

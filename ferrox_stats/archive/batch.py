@@ -10,9 +10,8 @@ and retries it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import DataError, IntegrityError, connections, transaction
 
@@ -21,37 +20,68 @@ from .rows import COLUMNS, Pending, dead_letter_payload, invalid_reason, row_val
 # Errors that belong to a row, not to the connection: the row is dead-lettered.
 ROW_ERRORS = (DataError, IntegrityError)
 
+INSERTED = "inserted"
+DUPLICATE = "duplicate"
+DEAD = "dead"
+
 
 @dataclass
 class BatchResult:
-    """What happened to each record of a committed batch."""
+    """What happened to each record of a committed batch.
 
-    inserted: int = 0
-    duplicates: int = 0
+    ``outcomes[i]`` is ``inserted``, ``duplicate`` (already archived, or earlier in the
+    same batch) or ``dead`` for ``items[i]``; ``dead`` pairs each dead one with why.
+    """
+
+    outcomes: list[str] = field(default_factory=list)
     dead: list[tuple[Pending, str]] = field(default_factory=list)
+
+    @property
+    def inserted(self) -> int:
+        return self.outcomes.count(INSERTED)
+
+    @property
+    def duplicates(self) -> int:
+        return self.outcomes.count(DUPLICATE)
+
+
+def keys(item: Pending) -> list[Hashable]:
+    """The unique keys a row is known by: (replica, request_id) and (instance, seq)."""
+    found: list[Hashable] = []
+    if item.record.request_id is not None:
+        found.append(("request", item.record.replica, item.record.request_id))
+    if item.instance is not None and item.seq is not None:
+        found.append(("seq", item.instance, item.seq))
+    return found
 
 
 def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult:
     """Write ``items`` in one transaction; raise if the batch could not commit at all."""
     from ..models import DeadLetter
 
-    result = BatchResult()
-    valid: list[Pending] = []
-    for item in items:
+    result = BatchResult(outcomes=[""] * len(items))
+    candidates: list[int] = []
+    seen: set[Hashable] = set()
+    for index, item in enumerate(items):
         reason = invalid_reason(item)
-        if reason is None:
-            valid.append(item)
-        else:
+        if reason is not None:
+            result.outcomes[index] = DEAD
             result.dead.append((item, reason))
+        elif any(key in seen for key in keys(item)):
+            result.outcomes[index] = DUPLICATE
+        else:
+            seen.update(keys(item))
+            candidates.append(index)
 
     with transaction.atomic(using=using):
-        if valid:
+        if candidates:
             try:
                 with transaction.atomic(using=using):
-                    result.inserted = _insert(valid, using)
-                result.duplicates = len(valid) - result.inserted
+                    inserted = _insert([items[i] for i in candidates], using)
+                for index, was_inserted in zip(candidates, inserted, strict=True):
+                    result.outcomes[index] = INSERTED if was_inserted else DUPLICATE
             except ROW_ERRORS:
-                _insert_one_by_one(valid, using, result)
+                _insert_one_by_one(items, candidates, using, result)
         if result.dead:
             DeadLetter.objects.using(using).bulk_create(
                 DeadLetter(
@@ -66,25 +96,28 @@ def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult
     return result
 
 
-def _insert(items: Sequence[Pending], using: str) -> int:
-    """Insert what is not archived yet; return how many rows were inserted."""
+def _insert(items: Sequence[Pending], using: str) -> list[bool]:
+    """Insert the rows not archived yet; return, per item, whether it was inserted."""
     if connections[using].vendor == "postgresql":
         return _copy_insert(items, using)
     return _bulk_insert(items, using)
 
 
-def _insert_one_by_one(items: Sequence[Pending], using: str, result: BatchResult) -> None:
-    for item in items:
+def _insert_one_by_one(
+    items: Sequence[Pending], candidates: list[int], using: str, result: BatchResult
+) -> None:
+    for index in candidates:
+        item = items[index]
         try:
             with transaction.atomic(using=using):
-                inserted = _insert([item], using)
+                [inserted] = _insert([item], using)
         except ROW_ERRORS as exc:
             # The exception's class and the database's message: a constraint or a
             # type, never request content (records carry none).
+            result.outcomes[index] = DEAD
             result.dead.append((item, f"{type(exc).__name__}: {exc}".strip()[:1000]))
         else:
-            result.inserted += inserted
-            result.duplicates += 1 - inserted
+            result.outcomes[index] = INSERTED if inserted else DUPLICATE
 
 
 STAGING = "ferrox_stats_staging"
@@ -92,7 +125,7 @@ TABLE = "ferrox_stats_finishedrequest"
 _COLUMN_LIST = ", ".join(COLUMNS)
 
 
-def _copy_insert(items: Sequence[Pending], using: str) -> int:
+def _copy_insert(items: Sequence[Pending], using: str) -> list[bool]:
     with connections[using].cursor() as cursor:
         # One staging table per connection, emptied by every commit.
         cursor.execute(
@@ -104,50 +137,56 @@ def _copy_insert(items: Sequence[Pending], using: str) -> int:
         with cursor.copy(f"COPY {STAGING} ({_COLUMN_LIST}) FROM STDIN") as copy:
             for item in items:
                 copy.write_row(row_values(item))
-        # No conflict target: either unique key ((replica, request_id) or
-        # (instance, seq)) makes a row a duplicate of one already archived.
+        # No conflict target: either unique key makes a row a duplicate of one already
+        # archived. RETURNING names the rows that went in; the rest were duplicates.
         cursor.execute(
             f"INSERT INTO {TABLE} ({_COLUMN_LIST}) SELECT {_COLUMN_LIST} FROM {STAGING} "
-            "ON CONFLICT DO NOTHING"
+            "ON CONFLICT DO NOTHING RETURNING replica, request_id, instance, seq"
         )
-        inserted: int = cursor.rowcount
+        returned = cursor.fetchall()
         cursor.execute(f"TRUNCATE {STAGING}")
-    return inserted
+    if len(returned) == len(items):
+        return [True] * len(items)
+    went_in: set[Hashable] = set()
+    for replica, request_id, instance, seq in returned:
+        if request_id is not None:
+            went_in.add(("request", replica, request_id))
+        if instance is not None and seq is not None:
+            went_in.add(("seq", instance, seq))
+    # Items are unique by key here (write_batch removed in-batch duplicates), and a
+    # row with no key can never conflict, so it always went in.
+    return [not keys(item) or keys(item)[0] in went_in for item in items]
 
 
-def _bulk_insert(items: Sequence[Pending], using: str) -> int:
+def _bulk_insert(items: Sequence[Pending], using: str) -> list[bool]:
     from ..models import FinishedRequest
 
     manager = FinishedRequest.objects.using(using)
-    by_request = {(i.record.replica, i.record.request_id) for i in items if i.record.request_id}
-    by_seq = {(i.instance, i.seq) for i in items if i.instance is not None and i.seq is not None}
-    seen_request: set[tuple[Any, Any]] = set()
-    seen_seq: set[tuple[Any, Any]] = set()
-    if by_request:
-        seen_request.update(
-            manager.filter(request_id__in={r for _, r in by_request})
+    request_ids = {i.record.request_id for i in items if i.record.request_id is not None}
+    instances = {i.instance for i in items if i.instance is not None and i.seq is not None}
+    archived: set[Hashable] = set()
+    if request_ids:
+        archived.update(
+            ("request", replica, request_id)
+            for replica, request_id in manager.filter(request_id__in=request_ids)
             .values_list("replica", "request_id")
             .iterator()
         )
-    if by_seq:
-        seen_seq.update(
-            manager.filter(instance__in={i for i, _ in by_seq}, seq__in={s for _, s in by_seq})
+    if instances:
+        seqs = {i.seq for i in items if i.instance is not None and i.seq is not None}
+        archived.update(
+            ("seq", instance, seq)
+            for instance, seq in manager.filter(instance__in=instances, seq__in=seqs)
             .values_list("instance", "seq")
             .iterator()
         )
-    rows = []
-    for item in items:
-        request_key = (item.record.replica, item.record.request_id)
-        seq_key = (item.instance, item.seq)
-        has_seq = item.instance is not None and item.seq is not None
-        if (item.record.request_id and request_key in seen_request) or (
-            has_seq and seq_key in seen_seq
-        ):
-            continue
-        if item.record.request_id:
-            seen_request.add(request_key)
-        if has_seq:
-            seen_seq.add(seq_key)
-        rows.append(FinishedRequest(**dict(zip(COLUMNS, row_values(item), strict=True))))
-    manager.bulk_create(rows, batch_size=500)
-    return len(rows)
+    fresh = [not any(key in archived for key in keys(item)) for item in items]
+    manager.bulk_create(
+        (
+            FinishedRequest(**dict(zip(COLUMNS, row_values(item), strict=True)))
+            for item, is_fresh in zip(items, fresh, strict=True)
+            if is_fresh
+        ),
+        batch_size=500,
+    )
+    return fresh

@@ -156,11 +156,13 @@ class Stats:
         """Push a finished request; return its seq."""
         return self.ring.push(record)
 
-    def since(self, cursor: int, limit: int = MAX_PAGE) -> Page[Record]:
+    def since(
+        self, cursor: int, limit: int = MAX_PAGE, instance: str | None = None
+    ) -> Page[Record]:
         """A ring page from ``cursor``; ``limit`` must be >= 1 and is capped at ``max_page``."""
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
-        return self.ring.since(cursor, min(limit, self.max_page))
+        return self.ring.since(cursor, min(limit, self.max_page), instance)
 
     def summary(self) -> Summary:
         return summarize(self.ring.rows())

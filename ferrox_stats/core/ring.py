@@ -72,15 +72,20 @@ class RequestRing(Generic[T]):
             self._total = seq + 1
             return seq
 
-    def since(self, cursor: int, limit: int) -> Page[T]:
-        """Rows with ``seq >= cursor`` still retained, oldest first, at most ``limit``."""
+    def since(self, cursor: int, limit: int, instance: str | None = None) -> Page[T]:
+        """Rows with ``seq >= cursor`` still retained, oldest first, at most ``limit``.
+
+        ``instance``, when the poller passes the one its cursor came from, lets a
+        cursor from another ring (which may happen to be in range) be reported as a
+        reset too.
+        """
         if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
             raise ValueError(f"cursor must be a non-negative integer, got {cursor!r}")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
         with self._lock:
             total = self._total
-            if cursor > total:
+            if cursor > total or (instance is not None and instance != self.instance):
                 return Page((), total, 0, total, True, self.instance)
             oldest = total - min(total, self._capacity)
             start = max(cursor, oldest)

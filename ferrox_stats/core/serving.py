@@ -88,6 +88,20 @@ class ServingStats:
                     self._aborts[ERROR] = self._aborts.get(ERROR, 0) + 1
             return True
 
+    def count_finished(self, aborted: str | None = None, error: bool = False) -> None:
+        """Count a request that was never in flight here (reported after it finished).
+
+        The same rules as ``abort`` + ``finish``: an aborted one counts under its reason
+        only; any other is a completion, and an ``error`` one counts ``aborts["error"]`` too.
+        """
+        with self._lock:
+            if aborted is not None:
+                self._aborts[aborted] = self._aborts.get(aborted, 0) + 1
+            else:
+                self._completed += 1
+                if error:
+                    self._aborts[ERROR] = self._aborts.get(ERROR, 0) + 1
+
     def observe_tokens(self, now: float, prompt: int = 0, completion: int = 0) -> None:
         """Token deltas seen at ``now``: they grow the lifetime totals and feed the rates."""
         # ``not >= 0`` also refuses NaN, which would poison the rates.

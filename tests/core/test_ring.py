@@ -184,3 +184,13 @@ def test_explicit_instance_is_kept() -> None:
     ring = filled(3, 2, instance="web-1:epoch-7")
     assert ring.instance == "web-1:epoch-7"
     assert ring.since(0, 10).instance == "web-1:epoch-7"
+
+
+def test_a_cursor_from_another_instance_is_a_reset_even_when_in_range() -> None:
+    ring: RequestRing[str] = RequestRing(4, instance="b")
+    for row in "abc":
+        ring.push(row)
+    page = ring.since(1, 10, instance="a")
+    assert (page.reset, page.rows, page.next_cursor, page.instance) == (True, (), 3, "b")
+    same = ring.since(1, 10, instance="b")
+    assert (same.reset, [row for _, row in same.rows]) == (False, ["b", "c"])

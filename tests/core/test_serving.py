@@ -163,3 +163,13 @@ def test_snapshot_aborts_is_a_copy() -> None:
     stats.abort("a")
     stats.snapshot(0.0).aborts["client_disconnect"] = 99
     assert stats.snapshot(0.0).aborts == {"client_disconnect": 1}
+
+
+def test_a_request_reported_after_it_finished_counts_by_the_same_rules() -> None:
+    stats = ServingStats()
+    stats.count_finished()
+    stats.count_finished(error=True)
+    stats.count_finished(aborted="client_disconnect", error=True)
+    snapshot = stats.snapshot(0.0)
+    assert (snapshot.active, snapshot.completed) == (0, 2)
+    assert snapshot.aborts == {"error": 1, "client_disconnect": 1}

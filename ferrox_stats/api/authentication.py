@@ -1,0 +1,57 @@
+"""Who is calling: a staff session, or an API token sent as ``Authorization: Bearer fxs_…``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+
+from ..models import ApiToken
+from ..tokens import check
+
+
+class TokenUser:
+    """The caller behind a token: authenticated, never staff, named by the token's label."""
+
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+    is_active = True
+    pk = None
+    id = None
+
+    def __init__(self, token: ApiToken) -> None:
+        self.token = token
+        self.username = f"token:{token.label}"
+
+    def __str__(self) -> str:
+        return self.username
+
+    def has_perm(self, perm: str, obj: Any = None) -> bool:
+        return False
+
+
+class BearerTokenAuthentication(BaseAuthentication):
+    keyword = "bearer"
+
+    def authenticate(self, request: Request) -> tuple[TokenUser, ApiToken] | None:
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword.encode():
+            return None
+        if len(parts) != 2:
+            raise AuthenticationFailed("Authorization must be 'Bearer <token>'.")
+        try:
+            secret = parts[1].decode()
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("The token is not valid.") from None
+        token = check(secret)
+        if token is None:
+            # Never echo what was sent: it may be someone's real key.
+            raise AuthenticationFailed("The token is not valid or was revoked.")
+        return TokenUser(token), token
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="ferrox_stats"'

@@ -1,0 +1,43 @@
+"""Errors as JSON with one stable shape: ``{"error": {"status", "code", "message", "fields"}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+
+def _message(detail: Any) -> str:
+    if isinstance(detail, list) and detail:
+        return _message(detail[0])
+    if isinstance(detail, dict) and detail:
+        key, value = next(iter(detail.items()))
+        return f"{key}: {_message(value)}"
+    return str(detail)
+
+
+def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler, reshaped; anything DRF does not handle stays a server error."""
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    detail = exc.detail if isinstance(exc, exceptions.APIException) else response.data
+    codes = exc.get_codes() if isinstance(exc, exceptions.APIException) else None
+    error: dict[str, Any] = {
+        "status": response.status_code,
+        "code": codes if isinstance(codes, str) else "invalid",
+        "message": _message(detail),
+    }
+    if isinstance(detail, dict):
+        error["fields"] = {key: [str(v) for v in (value if isinstance(value, list) else [value])]
+                           for key, value in detail.items()}
+    response.data = {"error": error}
+    return response

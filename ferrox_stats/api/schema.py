@@ -1,0 +1,62 @@
+"""The OpenAPI schema of this app's API and its Swagger UI, served from static files (no CDN)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
+
+from .views import FerroxView
+
+SCHEMA_SETTINGS = {
+    "TITLE": "ferrox_stats API",
+    "DESCRIPTION": (
+        "Serving telemetry of an LLM control plane: the ring's since-cursor, live stats, "
+        "the archive's history and ingest. Every endpoint needs a staff session or an "
+        "API token (`Authorization: Bearer fxs_…`) unless the deployment opened it."
+    ),
+    "VERSION": "1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "PREPROCESSING_HOOKS": ["ferrox_stats.api.schema.only_this_app"],
+}
+
+
+def only_this_app(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple[Any, ...]]:
+    """Describe this app's endpoints only, whatever else the project serves."""
+    return [
+        (path, regex, method, callback)
+        for path, regex, method, callback in endpoints
+        if issubclass(getattr(callback, "cls", object), FerroxView)
+        and not issubclass(callback.cls, SpectacularAPIView | SpectacularSwaggerView)
+    ]
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "ferrox_stats.api.authentication.BearerTokenAuthentication"
+    name = "bearerToken"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "An API token, fxs_…"}
+
+
+class SchemaView(FerroxView, SpectacularAPIView):
+    endpoint_name = "schema"
+    renderer_classes = SpectacularAPIView.renderer_classes
+    custom_settings = SCHEMA_SETTINGS
+
+
+class SwaggerView(FerroxView, SpectacularSwaggerView):
+    endpoint_name = "docs"
+    renderer_classes = SpectacularSwaggerView.renderer_classes
+    url_name = "ferrox_stats:schema"
+    title = "ferrox_stats API"
+
+    # Swagger UI's files come from drf-spectacular-sidecar, whatever the project's setting.
+    @staticmethod
+    def _swagger_ui_resource(filename: str) -> str:
+        return str(_get_sidecar_url(f"swagger-ui-dist/{filename}"))
+
+    @staticmethod
+    def _swagger_ui_favicon() -> str:
+        return str(_get_sidecar_url("swagger-ui-dist/favicon-32x32.png"))

@@ -1,0 +1,196 @@
+"""Serializers that describe the API's documents for OpenAPI.
+
+Responses are built as plain dicts (``documents.py``, the archive's ``.values()``):
+a serializer per row measured ~10× slower. These classes only tell drf-spectacular
+the shape, and the schema tests hold the documents to it.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import OUTCOMES
+
+S = serializers
+
+
+class EntrySerializer(S.Serializer):
+    """One finished request on the wire (``core.requests.entry``)."""
+
+    seq = S.IntegerField(allow_null=True, help_text="Ring sequence number in its instance.")
+    request_id = S.CharField(allow_null=True)
+    at_ms = S.IntegerField(allow_null=True, help_text="Epoch ms when it finished.")
+    route = S.CharField(allow_null=True)
+    model = S.CharField(allow_null=True)
+    status = S.IntegerField(allow_null=True)
+    stream = S.BooleanField(allow_null=True)
+    prompt_tokens = S.IntegerField(allow_null=True)
+    completion_tokens = S.IntegerField(allow_null=True)
+    cached_tokens = S.IntegerField(allow_null=True)
+    ttft_ms = S.FloatField(allow_null=True, help_text="Arrival to first token.")
+    duration_ms = S.FloatField(allow_null=True, help_text="Arrival to end.")
+    queue_ms = S.FloatField(allow_null=True)
+    decode_ms = S.FloatField(allow_null=True, help_text="Decode loop only.")
+    finish_reason = S.CharField(allow_null=True)
+    aborted = S.CharField(allow_null=True, help_text="Abort reason, or null.")
+    error = S.CharField(allow_null=True, help_text="Short error; never content.")
+    client = S.CharField(allow_null=True)
+    via_api_key = S.CharField(allow_null=True, help_text="A key's label, never its secret.")
+    replica = S.CharField(allow_null=True)
+    decode_tps = S.FloatField(allow_null=True, help_text="Derived; null when not computable.")
+    itl_ms = S.FloatField(allow_null=True, help_text="Derived; null when not computable.")
+
+
+class ArchivedEntrySerializer(EntrySerializer):
+    id = S.IntegerField(help_text="The archive row's id.")
+
+
+class RingPageSerializer(S.Serializer):
+    instance = S.CharField(help_text="The ring instance (replica/process/epoch) that answered.")
+    entries = EntrySerializer(many=True)
+    next_cursor = S.IntegerField(help_text="Pass back as `since`.")
+    missed = S.IntegerField(help_text="Rows at or after `since` evicted before this poll.")
+    recorded_total = S.IntegerField()
+    reset = S.BooleanField(help_text="The cursor came from another instance; restart here.")
+
+
+class WindowSerializer(S.Serializer):
+    requests = S.IntegerField()
+    seconds = S.FloatField(allow_null=True)
+
+
+class ThroughputSerializer(S.Serializer):
+    decode_tps = S.FloatField()
+    prefill_tps = S.FloatField()
+    window_s = S.FloatField()
+    decode_samples = S.IntegerField()
+    prefill_samples = S.IntegerField()
+
+
+class RequestCountersSerializer(S.Serializer):
+    active = S.IntegerField()
+    completed = S.IntegerField()
+    aborts = S.DictField(child=S.IntegerField(), help_text="Count by abort reason.")
+    prompt_tokens_total = S.IntegerField()
+    completion_tokens_total = S.IntegerField()
+    recorded_total = S.IntegerField()
+    p95_ms = S.FloatField(allow_null=True)
+    ttft_mean_ms = S.FloatField(allow_null=True)
+    window = WindowSerializer()
+
+
+class PoolSerializer(S.Serializer):
+    occupancy = S.FloatField(allow_null=True, help_text="0..1; null until reported.")
+    queue_depth = S.FloatField(allow_null=True)
+
+
+class ArchiveHealthSerializer(S.Serializer):
+    accepted = S.IntegerField()
+    persisted = S.IntegerField()
+    duplicates = S.IntegerField()
+    pending = S.IntegerField()
+    dropped = S.DictField(child=S.IntegerField())
+    dead_lettered = S.IntegerField()
+    failed_attempts = S.IntegerField()
+    last_error = S.CharField(allow_null=True)
+    queue_max = S.IntegerField()
+
+
+class StatsSerializer(S.Serializer):
+    instance = S.CharField()
+    replica = S.CharField()
+    uptime_s = S.FloatField()
+    throughput = ThroughputSerializer()
+    requests = RequestCountersSerializer()
+    pool = PoolSerializer()
+    archive = ArchiveHealthSerializer(allow_null=True)
+
+
+class PercentilesSerializer(S.Serializer):
+    p50 = S.FloatField(allow_null=True)
+    p95 = S.FloatField(allow_null=True)
+    p99 = S.FloatField(allow_null=True)
+
+
+class SummarySerializer(S.Serializer):
+    duration_ms = PercentilesSerializer()
+    ttft_ms = PercentilesSerializer()
+    ttft_mean_ms = S.FloatField(allow_null=True)
+    window = WindowSerializer()
+
+
+class AdminStatsSerializer(RingPageSerializer):
+    summary = SummarySerializer()
+    live = StatsSerializer()
+
+
+class HistoryPageSerializer(S.Serializer):
+    entries = ArchivedEntrySerializer(many=True)
+    next_cursor = S.CharField(allow_null=True, help_text="Pass back as `cursor`; null at the end.")
+
+
+class HistoryDetailSerializer(S.Serializer):
+    entries = ArchivedEntrySerializer(many=True, help_text="One per replica that served it.")
+
+
+class IngestRecordSerializer(S.Serializer):
+    request_id = S.CharField(max_length=200, help_text="The producer's id; idempotency key.")
+    at_ms = S.IntegerField(help_text="Epoch ms when it finished.")
+    route = S.CharField(required=False, allow_null=True)
+    model = S.CharField(required=False, allow_null=True)
+    status = S.IntegerField(required=False, allow_null=True, min_value=100, max_value=599)
+    stream = S.BooleanField(required=False, allow_null=True)
+    prompt_tokens = S.IntegerField(required=False, allow_null=True, min_value=0)
+    completion_tokens = S.IntegerField(required=False, allow_null=True, min_value=0)
+    cached_tokens = S.IntegerField(required=False, allow_null=True, min_value=0)
+    ttft_ms = S.FloatField(required=False, allow_null=True, min_value=0)
+    duration_ms = S.FloatField(required=False, allow_null=True, min_value=0)
+    queue_ms = S.FloatField(required=False, allow_null=True, min_value=0)
+    decode_ms = S.FloatField(required=False, allow_null=True, min_value=0)
+    finish_reason = S.CharField(required=False, allow_null=True)
+    aborted = S.CharField(required=False, allow_null=True)
+    error = S.CharField(required=False, allow_null=True)
+    client = S.CharField(required=False, allow_null=True)
+    via_api_key = S.CharField(required=False, allow_null=True)
+    seq = S.IntegerField(required=False, allow_null=True, min_value=0)
+
+
+class GaugesSerializer(S.Serializer):
+    pool_used = S.FloatField(required=False, allow_null=True, min_value=0)
+    pool_total = S.FloatField(required=False, allow_null=True, min_value=0)
+    queue_depth = S.FloatField(required=False, allow_null=True, min_value=0)
+
+
+class IngestBatchSerializer(S.Serializer):
+    records = IngestRecordSerializer(many=True)
+    instance = S.CharField(required=False, allow_null=True, help_text="The producer's process.")
+    gauges = GaugesSerializer(required=False, allow_null=True)
+
+
+class IngestItemResultSerializer(S.Serializer):
+    index = S.IntegerField()
+    request_id = S.CharField(allow_null=True)
+    status = S.ChoiceField(choices=["accepted", "duplicate", "rejected"])
+    reason = S.CharField(allow_null=True, help_text="Why it was rejected; names the field.")
+
+
+class IngestResultSerializer(S.Serializer):
+    accepted = S.IntegerField()
+    duplicate = S.IntegerField()
+    rejected = S.IntegerField()
+    results = IngestItemResultSerializer(many=True)
+    gauges = S.CharField(allow_null=True, help_text="accepted, a reason, or null if none sent.")
+
+
+class ErrorBodySerializer(S.Serializer):
+    status = S.IntegerField()
+    code = S.CharField()
+    message = S.CharField()
+    fields = S.DictField(child=S.ListField(child=S.CharField()), required=False)
+
+
+class ErrorSerializer(S.Serializer):
+    error = ErrorBodySerializer()
+
+
+OUTCOME_CHOICES = [value for value, _ in OUTCOMES]

@@ -1,0 +1,310 @@
+"""The REST API: the ring's since-cursor, live stats, the archive's history, ingest.
+
+Every view names its scope and endpoint for ``EndpointAccess``; every answer is built
+by ``documents``, ``archive`` or ``ingest``, never here.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import documents, live
+from ..archive import export
+from ..archive.queries import Cursor
+from ..conf import conf
+from ..ingest import ACCEPTED, DUPLICATE, REJECTED, ingest
+from ..models import FinishedRequest
+from . import errors, serializers
+from .authentication import BearerTokenAuthentication
+from .filters import HistoryFilter
+from .params import clamped_limit, non_negative_int
+from .permissions import INGEST, READ, EndpointAccess
+from .throttling import FerroxScopedRateThrottle
+
+ERRORS = {
+    code: OpenApiResponse(serializers.ErrorSerializer, description=text)
+    for code, text in {
+        400: "A parameter or the body is invalid; the error names it.",
+        401: "No or an invalid token.",
+        403: "Authenticated, but without this endpoint's scope.",
+        429: "Throttled.",
+    }.items()
+}
+
+
+class FerroxView(APIView):
+    """Closed by default: token or staff session, JSON only, one error shape."""
+
+    authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
+    permission_classes = [EndpointAccess]
+    renderer_classes = [JSONRenderer]
+    throttle_classes: ClassVar[list[Any]] = []
+    access_scope = READ
+    endpoint_name = ""
+    # drf-spectacular describes these views whatever the project's DEFAULT_SCHEMA_CLASS.
+    schema = AutoSchema()
+
+    def get_exception_handler(self) -> Any:
+        return errors.handle
+
+
+def documented(**kwargs: Any) -> Any:
+    """``extend_schema`` on drf-spectacular's AutoSchema, whatever DEFAULT_SCHEMA_CLASS says."""
+
+    def decorate(method: Any) -> Any:
+        method.schema = AutoSchema
+        return extend_schema(**kwargs)(method)
+
+    return decorate
+
+
+SINCE = OpenApiParameter("since", int, description="Cursor: the `next_cursor` of the last poll.")
+LIMIT = OpenApiParameter("limit", int, description="Rows at most; clamped to [1, MAX_PAGE].")
+INSTANCE = OpenApiParameter(
+    "instance", str, description="The instance your cursor came from; a different one resets."
+)
+
+
+def _ring_page(request: Request, recorder: live.Recorder) -> Any:
+    since = non_negative_int(request, "since", 0)
+    limit = clamped_limit(request, conf.REQUESTS_DEFAULT_LIMIT, recorder.stats.max_page)
+    return recorder.stats.since(since, limit, request.query_params.get("instance") or None)
+
+
+class RequestsView(FerroxView):
+    endpoint_name = "requests"
+
+    @documented(
+        summary="Finished requests since a cursor (this process's ring)",
+        operation_id="requests",
+        parameters=[SINCE, LIMIT, INSTANCE],
+        responses={200: serializers.RingPageSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(documents.ring_page(_ring_page(request, live.get_recorder())))
+
+
+class StatsView(FerroxView):
+    endpoint_name = "stats"
+
+    @documented(
+        summary="Live counters, throughput, pool occupancy and archive health",
+        operation_id="stats",
+        responses={200: serializers.StatsSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        return Response(documents.stats(live.get_recorder().snapshot()))
+
+
+class AdminStatsView(FerroxView):
+    endpoint_name = "admin_stats"
+
+    @documented(
+        summary="What the dashboard polls: a ring page, summaries and live counters",
+        operation_id="admin_stats",
+        parameters=[SINCE, LIMIT, INSTANCE],
+        responses={200: serializers.AdminStatsSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        recorder = live.get_recorder()
+        page = _ring_page(request, recorder)
+        return Response(documents.admin_stats(page, recorder.snapshot()))
+
+
+def _filtered(request: Request, view: APIView) -> Any:
+    """The archive, narrowed by the history filters in the query string."""
+    queryset = FinishedRequest.objects.using(conf.ARCHIVE_DATABASE).all()
+    filterset = HistoryFilter(request.query_params, queryset=queryset, request=request)
+    if not filterset.is_valid():
+        raise ValidationError(filterset.errors)
+    return filterset.qs
+
+
+HISTORY_PARAMETERS = [
+    OpenApiParameter("cursor", str, description="`next_cursor` of the previous page."),
+    OpenApiParameter("order", str, enum=["newest", "oldest"], description="Default newest."),
+    LIMIT,
+]
+
+
+class HistoryView(FerroxView):
+    endpoint_name = "history"
+    throttle_classes = [FerroxScopedRateThrottle]
+    throttle_scope = "ferrox_stats_history"
+    filterset_class = HistoryFilter  # read by drf-spectacular to document the filters
+
+    @documented(
+        summary="Archived requests, fleet-wide, a keyset page at a time",
+        operation_id="history_list",
+        parameters=HISTORY_PARAMETERS,
+        filters=True,
+        responses={200: serializers.HistoryPageSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        order = request.query_params.get("order", "newest")
+        if order not in ("newest", "oldest"):
+            raise ValidationError({"order": ["order must be 'newest' or 'oldest'."]})
+        raw_cursor = request.query_params.get("cursor")
+        try:
+            cursor = Cursor.decode(raw_cursor) if raw_cursor else None
+        except ValueError as exc:
+            raise ValidationError({"cursor": [str(exc)]}) from None
+        limit = clamped_limit(request, conf.HISTORY_DEFAULT_LIMIT, conf.HISTORY_MAX_PAGE)
+        queryset = _filtered(request, self)
+        page = (
+            queryset.newest_first(cursor, limit)
+            if order == "newest"
+            else queryset.oldest_first(cursor, limit)
+        )
+        return Response(
+            {
+                "entries": page.entries,
+                "next_cursor": page.next_cursor.encode() if page.next_cursor else None,
+            }
+        )
+
+
+class HistoryDetailView(FerroxView):
+    endpoint_name = "history_detail"
+    throttle_classes = [FerroxScopedRateThrottle]
+    throttle_scope = "ferrox_stats_history"
+
+    @documented(
+        summary="One archived request by the id its response carried",
+        operation_id="history_detail",
+        responses={
+            200: serializers.HistoryDetailSerializer,
+            404: OpenApiResponse(serializers.ErrorSerializer, description="Not archived."),
+            **ERRORS,
+        },
+    )
+    def get(self, request: Request, request_id: str) -> Response:
+        entries = FinishedRequest.objects.using(conf.ARCHIVE_DATABASE).by_request_id(request_id)
+        if not entries:
+            raise NotFound("No archived request has this request_id.")
+        return Response({"entries": entries})
+
+
+class _FormatIsOurs(DefaultContentNegotiation):
+    """Leaves ``?format=`` to the export (DRF would read it as a renderer choice)."""
+
+    settings = SimpleNamespace(URL_FORMAT_OVERRIDE=None)
+
+
+class HistoryExportView(FerroxView):
+    endpoint_name = "history_export"
+    content_negotiation_class = _FormatIsOurs
+    throttle_classes = [FerroxScopedRateThrottle]
+    throttle_scope = "ferrox_stats_history"
+
+    @documented(
+        summary="Archived requests in a filtered range, streamed as CSV or JSON Lines",
+        operation_id="history_export",
+        parameters=[OpenApiParameter("format", str, enum=["csv", "jsonl"], required=True)],
+        filters=True,
+        responses={
+            (200, "text/csv"): OpenApiTypes.STR,
+            (200, "application/jsonl"): OpenApiTypes.STR,
+            **ERRORS,
+        },
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        fmt = request.query_params.get("format")
+        if fmt not in export.CONTENT_TYPES:
+            raise ValidationError({"format": ["format must be 'csv' or 'jsonl'."]})
+        entries = _filtered(request, self).order_by("finished_at", "id").entries()
+        response = StreamingHttpResponse(
+            export.lines(entries, fmt), content_type=export.CONTENT_TYPES[fmt]
+        )
+        response["Content-Disposition"] = f'attachment; filename="ferrox-requests.{fmt}"'
+        return response
+
+
+class BoundedJSONParser(BaseParser):
+    """JSON with a hard body limit (413); NaN and Infinity parse, so items can be refused."""
+
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        limit = conf.INGEST_MAX_BODY_BYTES
+        body = stream.read(limit + 1) if stream is not None else b""
+        if len(body) > limit:
+            raise errors.PayloadTooLarge(f"The body is larger than {limit} bytes.")
+        try:
+            return json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise ParseError("The body is not valid JSON.") from None
+
+
+class IngestView(FerroxView):
+    endpoint_name = "ingest"
+    access_scope = INGEST
+    parser_classes = [BoundedJSONParser]
+    throttle_classes = [FerroxScopedRateThrottle]
+    throttle_scope = "ferrox_stats_ingest"
+
+    @documented(
+        summary="Report finished records (and gauges) from an engine elsewhere",
+        operation_id="ingest",
+        request=serializers.IngestBatchSerializer,
+        responses={
+            200: serializers.IngestResultSerializer,
+            413: OpenApiResponse(serializers.ErrorSerializer, description="Body too large."),
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        length = request.META.get("CONTENT_LENGTH") or "0"
+        if length.isdigit() and int(length) > conf.INGEST_MAX_BODY_BYTES:
+            raise errors.PayloadTooLarge(
+                f"The body is larger than {conf.INGEST_MAX_BODY_BYTES} bytes."
+            )
+        body = request.data
+        if not isinstance(body, dict):
+            raise ValidationError({"records": ["The body must be an object with 'records'."]})
+        unknown = sorted(set(body) - {"records", "instance", "gauges"})
+        if unknown:
+            raise ValidationError({unknown[0]: ["Unknown field."]})
+        records = body.get("records")
+        if not isinstance(records, list):
+            raise ValidationError({"records": ["records must be a list."]})
+        if len(records) > conf.INGEST_MAX_BATCH:
+            raise ValidationError(
+                {"records": [f"A batch holds at most {conf.INGEST_MAX_BATCH} records."]}
+            )
+        instance = body.get("instance")
+        if instance is not None and not (isinstance(instance, str) and 0 < len(instance) <= 200):
+            raise ValidationError({"instance": ["instance must be a string of 1 to 200."]})
+        token = request.auth
+        result = ingest(
+            records,
+            replica=token.replica,
+            instance=instance,
+            recorder=live.get_recorder(),
+            gauges=body.get("gauges"),
+            using=conf.ARCHIVE_DATABASE,
+        )
+        return Response(
+            {
+                "accepted": result.count(ACCEPTED),
+                "duplicate": result.count(DUPLICATE),
+                "rejected": result.count(REJECTED),
+                "results": [r.as_dict() for r in result.results],
+                "gauges": result.gauges,
+            }
+        )
