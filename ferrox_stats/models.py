@@ -79,6 +79,9 @@ class FinishedRequest(models.Model):
         indexes = [
             # Keyset paging and time windows: (finished_at, id) in both directions.
             models.Index(fields=["finished_at", "id"], name="ferrox_fr_finished_id"),
+            # Lookup by the id a response carried (admin search, /v1/history/<id>): the
+            # unique (replica, request_id) index cannot serve request_id alone.
+            models.Index(fields=["request_id"], name="ferrox_fr_request_id"),
             models.Index(fields=["model", "finished_at"], name="ferrox_fr_model_finished"),
             models.Index(fields=["route", "finished_at"], name="ferrox_fr_route_finished"),
             models.Index(fields=["status", "finished_at"], name="ferrox_fr_status_finished"),

@@ -7,6 +7,7 @@ import hmac
 import secrets
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from .models import ApiToken
@@ -28,14 +29,16 @@ def issue(
     if ingest and not replica:
         raise ValueError("an ingest token needs the replica its records are attributed to")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        label=label,
-        prefix=secret[: len(SECRET_PREFIX) + 4],
-        secret_hash=hash_secret(secret),
-        can_read=read,
-        can_ingest=ingest,
-        replica=replica,
-    )
+    # Its own savepoint: a taken label fails this create, not the caller's transaction.
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            label=label,
+            prefix=secret[: len(SECRET_PREFIX) + 4],
+            secret_hash=hash_secret(secret),
+            can_read=read,
+            can_ingest=ingest,
+            replica=replica,
+        )
     return token, secret
 
 

@@ -8,4 +8,5 @@
 | ``queries`` | the QuerySet every reader shares: windows, filters, keyset pages, aggregates |
 | ``retention`` | pruning rows past retention in bounded batches |
 | ``export`` | streaming a range as CSV or JSONL in constant memory |
+| ``paginator`` | how the admin pages the archive without counting all of it |
 """
