@@ -44,13 +44,13 @@ class Command(BaseCommand):
             )
         except IntegrityError:
             raise CommandError(f"A token labelled {label!r} already exists.") from None
-        scopes = ", ".join(s for s, on in (("read", token.can_read), ("ingest", token.can_ingest)) if on)
+        scopes = ", ".join(_scopes(token))
         self.stdout.write(f"Token {label!r} ({scopes}). Its secret, shown only now:")
         self.stdout.write(secret)
 
     def _list(self) -> None:
         for token in ApiToken.objects.order_by("label"):
-            scopes = "+".join(s for s, on in (("read", token.can_read), ("ingest", token.can_ingest)) if on)
+            scopes = "+".join(_scopes(token))
             state = "revoked" if token.revoked_at else "active"
             replica = f" replica={token.replica}" if token.replica else ""
             self.stdout.write(f"{token.label}\t{token.prefix}…\t{scopes}\t{state}{replica}")
@@ -61,3 +61,7 @@ class Command(BaseCommand):
             raise CommandError(f"No token is labelled {label!r}.")
         revoke(token)
         self.stdout.write(f"Token {label!r} is revoked.")
+
+
+def _scopes(token: ApiToken) -> list[str]:
+    return [name for name, on in (("read", token.can_read), ("ingest", token.can_ingest)) if on]
