@@ -40,6 +40,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "project.traffic.start_on_first_request",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -54,6 +55,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "project.context_processors.links",
             ],
         },
     },
@@ -66,6 +68,12 @@ DATABASES = {
         default=f"sqlite:///{BASE_DIR / 'demo.sqlite3'}", conn_max_age=60
     )
 }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The archiver thread and ingest requests write at once: take the write lock when a
+    # transaction begins and wait for it, rather than fail with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"transaction_mode": "IMMEDIATE", "timeout": 20}
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"
@@ -73,11 +81,15 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
 
 FERROX_STATS = {
-    "REPLICA": os.environ.get("FERROX_STATS_REPLICA") or None,
+    "REPLICA": os.environ.get("FERROX_STATS_REPLICA") or "demo-control-plane",
 }
 
-# The demo plays plausible traffic through the in-process tracker once someone looks.
+# The demo server plays plausible traffic through its in-process tracker, from its first
+# request on, for DEMO_TRAFFIC_S seconds (project/traffic.py).
 DEMO_TRAFFIC = os.environ.get("FERROX_DEMO_TRAFFIC", "1") == "1"
+DEMO_TRAFFIC_S = float(os.environ.get("FERROX_DEMO_TRAFFIC_S", "3600"))

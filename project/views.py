@@ -2,37 +2,25 @@
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.contrib.admin.views.decorators import staff_member_required
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.shortcuts import render
 
 from ferrox_stats import live
 
-from . import demo_traffic
+RECENT = 5
 
 
-@staff_member_required
 def home(request: HttpRequest) -> HttpResponse:
-    """What this process's recorder knows right now."""
-    if settings.DEMO_TRAFFIC:
-        demo_traffic.start_once(duration_s=600.0)
-    snapshot = live.get_recorder().snapshot()
-    recent = live.get_recorder().stats.since(max(0, snapshot.recorded_total - 20), 20)
-    return render(
-        request,
-        "home.html",
-        {
-            "snapshot": snapshot,
-            "recent": reversed([record for _, record in recent.rows]),
-        },
-    )
-
-
-@staff_member_required
-@require_POST
-def sample_traffic(request: HttpRequest) -> HttpResponse:
-    """Play ten minutes of plausible traffic through the in-process tracker."""
-    demo_traffic.start_once(duration_s=600.0)
-    return redirect("home")
+    """Where to go (dashboard, admin, API docs) and, for staff, this process's numbers now."""
+    context: dict[str, Any] = {}
+    user = request.user
+    # Telemetry is closed by default: the landing page shows numbers to staff only.
+    if user.is_active and user.is_staff:
+        recorder = live.get_recorder()
+        snapshot = recorder.snapshot()
+        page = recorder.stats.since(max(0, snapshot.recorded_total - RECENT), RECENT)
+        context["snapshot"] = snapshot
+        context["recent"] = [record for _, record in reversed(page.rows)]
+    return render(request, "home.html", context)

@@ -52,9 +52,21 @@ run_legs() {  # run_legs VENV LABEL [pytest args...]
 setup_venv .venv "${PYTHON:-python3}" "django>=5.2,<6"
 run_legs .venv "Django 5.2 on $(.venv/bin/python -V)" "$@"
 
-if command -v python3.12 >/dev/null 2>&1; then
-    setup_venv .venv-django6 python3.12 "django>=6,<7"
+find_python312() {  # the first Python 3.12 that actually runs (pyenv shims may not)
+    local candidate
+    for candidate in python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12 \
+                     /usr/bin/python3.12 /usr/local/bin/python3.12; do
+        if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if PYTHON312=$(find_python312); then
+    setup_venv .venv-django6 "$PYTHON312" "django>=6,<7"
     run_legs .venv-django6 "Django 6 on $(.venv-django6/bin/python -V)" "$@"
 else
-    echo "== Django 6 leg: SKIPPED (no python3.12 on PATH)" >&2
+    echo "== Django 6 leg: SKIPPED (no Python 3.12 found)" >&2
 fi
