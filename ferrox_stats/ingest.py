@@ -43,6 +43,35 @@ MAX_SEQ = 2**63 - 1
 SECRET_SHAPE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|fxs_[A-Za-z0-9_\-]{8,}|bearer\s)", re.I)
 
 
+# A name a producer made up is echoed only when it is a plain identifier: a made-up
+# name may itself be a key ("usage by key": {"sk-…": …}).
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def describe_name(name: Any) -> str:
+    """How an unknown field is named in a reason: quoted if plain, else not at all."""
+    if isinstance(name, str) and PLAIN_NAME.fullmatch(name) and not SECRET_SHAPE.search(name):
+        return repr(name)
+    return "(a name that is not a plain identifier)"
+
+
+def string_problem(name: str, value: Any, max_length: int) -> str | None:
+    """Why ``value`` cannot be stored as the string ``name``, or ``None`` if it can."""
+    if not isinstance(value, str):
+        return f"{name} must be a string"
+    if not value or len(value) > max_length:
+        return f"{name} must be 1 to {max_length} characters"
+    if "\x00" in value:
+        return f"{name} contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{name} is not valid Unicode (a lone surrogate)"
+    if SECRET_SHAPE.search(value):
+        return f"{name} looks like a secret key; report keys by their label"
+    return None
+
+
 @dataclass
 class ItemResult:
     index: int
@@ -82,22 +111,14 @@ def validate_item(item: Any, now_ms: int) -> Record | str:
         return "each record must be a JSON object"
     unknown = sorted(set(item) - ITEM_FIELDS)
     if unknown:
-        return f"unknown field {unknown[0]!r}"[:200]
+        return f"unknown field {describe_name(unknown[0])}"
     for name in REQUIRED_FIELDS:
         if item.get(name) is None:
             return f"{name} is required"
     for name in STRING_FIELDS:
         value = item.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            return f"{name} must be a string"
-        if not value or len(value) > MAX_LENGTHS[name]:
-            return f"{name} must be 1 to {MAX_LENGTHS[name]} characters"
-        if "\x00" in value:
-            return f"{name} contains a NUL character"
-        if SECRET_SHAPE.search(value):
-            return f"{name} looks like a secret key; report keys by their label"
+        if value is not None and (problem := string_problem(name, value, MAX_LENGTHS[name])):
+            return problem
     at_ms = item["at_ms"]
     if not _is_int(at_ms):
         return "at_ms must be an integer (epoch milliseconds)"
@@ -137,7 +158,7 @@ def validate_gauges(gauges: Any) -> dict[str, float] | str:
         return "gauges must be a JSON object"
     unknown = sorted(set(gauges) - GAUGE_FIELDS)
     if unknown:
-        return f"unknown gauge {unknown[0]!r}"[:200]
+        return f"unknown gauge {describe_name(unknown[0])}"
     found: dict[str, float] = {}
     for name, value in gauges.items():
         if value is None:

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.db import models
 from django.db.models import Q
 
 from .archive.queries import FinishedRequestQuerySet
+
+
+class CurrentTransactionId(models.Func):
+    """PostgreSQL's current transaction id; NULL elsewhere.
+
+    Elsewhere means SQLite, whose writers are serialised: rows there become visible in
+    id order, so the id alone is a commit-order cursor.
+    """
+
+    output_field = models.BigIntegerField()
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        return "NULL", []
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        return "(pg_current_xact_id()::text::bigint)", []
+
 
 OUTCOME_OK = "ok"
 OUTCOME_ERROR = "error"
@@ -46,6 +66,11 @@ class FinishedRequest(models.Model):
     instance = models.CharField(max_length=200, null=True, blank=True)
     seq = models.BigIntegerField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=OUTCOMES)
+    # The transaction that archived the row, so a poller can follow rows in the order
+    # they became visible (see ``queries.committed_after``). Set by the database.
+    commit_xid = models.BigIntegerField(
+        null=True, blank=True, editable=False, db_default=CurrentTransactionId()
+    )
 
     objects: ClassVar[FinishedRequestQuerySet] = FinishedRequestQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -79,6 +104,8 @@ class FinishedRequest(models.Model):
         indexes = [
             # Keyset paging and time windows: (finished_at, id) in both directions.
             models.Index(fields=["finished_at", "id"], name="ferrox_fr_finished_id"),
+            # The commit-order cursor: (commit_xid, id).
+            models.Index(fields=["commit_xid", "id"], name="ferrox_fr_commit_id"),
             # Lookup by the id a response carried (admin search, /v1/history/<id>): the
             # unique (replica, request_id) index cannot serve request_id alone.
             models.Index(fields=["request_id"], name="ferrox_fr_request_id"),

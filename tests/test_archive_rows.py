@@ -42,6 +42,7 @@ def test_outcome(overrides: dict[str, object], expected: str) -> None:
         ({"replica": None}, "replica is required"),
         ({"model": "m" * 201}, "model is longer than 200 characters"),
         ({"client": "a\x00b"}, "client contains a NUL character"),
+        ({"model": "a\ud800b"}, "model is not valid Unicode (a lone surrogate)"),
         ({"route": 7}, "route must be a string"),
         ({"prompt_tokens": 2**64}, f"prompt_tokens {2**64} is out of range"),
         ({"status": 40000}, "status 40000 is out of range"),

@@ -37,7 +37,9 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
         "message": _message(detail),
     }
     if isinstance(detail, dict):
-        error["fields"] = {key: [str(v) for v in (value if isinstance(value, list) else [value])]
-                           for key, value in detail.items()}
+        error["fields"] = {
+            key: [str(v) for v in (value if isinstance(value, list) else [value])]
+            for key, value in detail.items()
+        }
     response.data = {"error": error}
     return response

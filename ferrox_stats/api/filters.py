@@ -1,4 +1,4 @@
-"""The history's filters: django-filter parses and documents them, the archive queries apply them."""
+"""The history filters: django-filter parses and documents them; the archive queries apply them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ class HistoryFilter(django_filters.FilterSet):
         method="filter_window", help_text="Finished before this epoch ms."
     )
     model = django_filters.CharFilter(method="filter_field", help_text="Served model.")
-    route = django_filters.CharFilter(method="filter_field", help_text="Route, e.g. /v1/chat/completions.")
+    route = django_filters.CharFilter(
+        method="filter_field", help_text="Route, e.g. /v1/chat/completions."
+    )
     status = django_filters.NumberFilter(method="filter_field", help_text="HTTP status.")
     outcome = django_filters.ChoiceFilter(
         choices=OUTCOMES, method="filter_field", help_text="ok, error or aborted."

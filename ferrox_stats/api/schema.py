@@ -6,6 +6,7 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
+from rest_framework.renderers import JSONRenderer
 
 from .views import FerroxView
 
@@ -48,7 +49,8 @@ class SchemaView(FerroxView, SpectacularAPIView):
 
 class SwaggerView(FerroxView, SpectacularSwaggerView):
     endpoint_name = "docs"
-    renderer_classes = SpectacularSwaggerView.renderer_classes
+    # HTML for browsers; a client asking for JSON gets its errors as JSON like elsewhere.
+    renderer_classes = [*SpectacularSwaggerView.renderer_classes, JSONRenderer]
     url_name = "ferrox_stats:schema"
     title = "ferrox_stats API"
 

@@ -1,7 +1,7 @@
 """Serializers that describe the API's documents for OpenAPI.
 
 Responses are built as plain dicts (``documents.py``, the archive's ``.values()``):
-a serializer per row measured ~10× slower. These classes only tell drf-spectacular
+a serializer per row measured about 10 times slower. These classes only tell drf-spectacular
 the shape, and the schema tests hold the documents to it.
 """
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from django.http import StreamingHttpResponse
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -25,9 +26,9 @@ from rest_framework.views import APIView
 
 from .. import documents, live
 from ..archive import export
-from ..archive.queries import Cursor
+from ..archive.queries import CommitCursor, Cursor
 from ..conf import conf
-from ..ingest import ACCEPTED, DUPLICATE, REJECTED, ingest
+from ..ingest import ACCEPTED, DUPLICATE, REJECTED, describe_name, ingest, string_problem
 from ..models import FinishedRequest
 from . import errors, serializers
 from .authentication import BearerTokenAuthentication
@@ -135,15 +136,29 @@ def _filtered(request: Request, view: APIView) -> Any:
     return filterset.qs
 
 
+# Each order and the shared query that serves it.
+ORDERS = {"newest": "newest_first", "oldest": "oldest_first", "committed": "committed_after"}
+
 HISTORY_PARAMETERS = [
     OpenApiParameter("cursor", str, description="`next_cursor` of the previous page."),
-    OpenApiParameter("order", str, enum=["newest", "oldest"], description="Default newest."),
+    OpenApiParameter(
+        "order",
+        str,
+        enum=list(ORDERS),
+        description=(
+            "newest (default) or oldest first by finish time; or committed: the order rows "
+            "became visible, for a poller that follows the archive's tail and must never "
+            "skip a row that commits late (its next_cursor is never null once it saw a row)."
+        ),
+    ),
     LIMIT,
 ]
 
 
 class HistoryView(FerroxView):
     endpoint_name = "history"
+    # Only read by drf-spectacular, which documents a filterset through its backend.
+    filter_backends = [DjangoFilterBackend]
     throttle_classes = [FerroxScopedRateThrottle]
     throttle_scope = "ferrox_stats_history"
     filterset_class = HistoryFilter  # read by drf-spectacular to document the filters
@@ -157,20 +172,16 @@ class HistoryView(FerroxView):
     )
     def get(self, request: Request) -> Response:
         order = request.query_params.get("order", "newest")
-        if order not in ("newest", "oldest"):
-            raise ValidationError({"order": ["order must be 'newest' or 'oldest'."]})
+        if order not in ORDERS:
+            raise ValidationError({"order": ["order must be 'newest', 'oldest' or 'committed'."]})
         raw_cursor = request.query_params.get("cursor")
+        parse = CommitCursor.decode if order == "committed" else Cursor.decode
         try:
-            cursor = Cursor.decode(raw_cursor) if raw_cursor else None
+            cursor = parse(raw_cursor) if raw_cursor else None
         except ValueError as exc:
             raise ValidationError({"cursor": [str(exc)]}) from None
         limit = clamped_limit(request, conf.HISTORY_DEFAULT_LIMIT, conf.HISTORY_MAX_PAGE)
-        queryset = _filtered(request, self)
-        page = (
-            queryset.newest_first(cursor, limit)
-            if order == "newest"
-            else queryset.oldest_first(cursor, limit)
-        )
+        page = getattr(_filtered(request, self), ORDERS[order])(cursor, limit)
         return Response(
             {
                 "entries": page.entries,
@@ -194,6 +205,9 @@ class HistoryDetailView(FerroxView):
         },
     )
     def get(self, request: Request, request_id: str) -> Response:
+        if string_problem("request_id", request_id, 200) is not None:
+            # No archived id can hold it (and PostgreSQL refuses NUL in a parameter).
+            raise NotFound("No archived request has this request_id.")
         entries = FinishedRequest.objects.using(conf.ARCHIVE_DATABASE).by_request_id(request_id)
         if not entries:
             raise NotFound("No archived request has this request_id.")
@@ -209,6 +223,8 @@ class _FormatIsOurs(DefaultContentNegotiation):
 class HistoryExportView(FerroxView):
     endpoint_name = "history_export"
     content_negotiation_class = _FormatIsOurs
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = HistoryFilter
     throttle_classes = [FerroxScopedRateThrottle]
     throttle_scope = "ferrox_stats_history"
 
@@ -279,7 +295,8 @@ class IngestView(FerroxView):
             raise ValidationError({"records": ["The body must be an object with 'records'."]})
         unknown = sorted(set(body) - {"records", "instance", "gauges"})
         if unknown:
-            raise ValidationError({unknown[0]: ["Unknown field."]})
+            name = describe_name(unknown[0])
+            raise ValidationError({"body": [f"Unknown field {name}."]})
         records = body.get("records")
         if not isinstance(records, list):
             raise ValidationError({"records": ["records must be a list."]})
@@ -288,8 +305,8 @@ class IngestView(FerroxView):
                 {"records": [f"A batch holds at most {conf.INGEST_MAX_BATCH} records."]}
             )
         instance = body.get("instance")
-        if instance is not None and not (isinstance(instance, str) and 0 < len(instance) <= 200):
-            raise ValidationError({"instance": ["instance must be a string of 1 to 200."]})
+        if instance is not None and (problem := string_problem("instance", instance, 200)):
+            raise ValidationError({"instance": [problem + "."]})
         token = request.auth
         result = ingest(
             records,

@@ -6,6 +6,7 @@ directions and aggregates all live here, on ``FinishedRequest.objects``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,9 +14,14 @@ from typing import Any
 
 from django.db import connections
 from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Sum
+from django.db.models.expressions import RawSQL
 
 from ..core.summary import mean_present, percentiles
-from .rows import COLUMNS, at_ms_to_datetime, datetime_to_at_ms, row_entry
+from .rows import COLUMNS, MAX_AT_MS, MIN_AT_MS, at_ms_to_datetime, datetime_to_at_ms, row_entry
+
+CURSOR_SHAPE = re.compile(r"(?P<at_ms>-?[0-9]{1,19})\.(?P<id>[0-9]{1,19})")
+COMMIT_CURSOR_SHAPE = re.compile(r"c(?P<xid>[0-9]{1,19})\.(?P<id>[0-9]{1,19})")
+MAX_ID = 2**63 - 1
 
 # The columns a row's wire dict is built from.
 ENTRY_COLUMNS = (*COLUMNS, "id")
@@ -46,10 +52,35 @@ class Cursor:
     @classmethod
     def decode(cls, text: str) -> Cursor:
         """Parse ``"<at_ms>.<id>"``; raise ``ValueError`` with a reason otherwise."""
-        at_ms, sep, row_id = text.partition(".")
-        if not sep or not at_ms.lstrip("-").isdigit() or not row_id.isdigit():
-            raise ValueError(f"cursor must look like '<at_ms>.<id>', got {text!r}")
-        return cls(int(at_ms), int(row_id))
+        match = CURSOR_SHAPE.fullmatch(text)
+        if match is None:
+            raise ValueError(f"cursor must look like '<at_ms>.<id>', got {text[:60]!r}")
+        at_ms, row_id = int(match["at_ms"]), int(match["id"])
+        if not MIN_AT_MS <= at_ms <= MAX_AT_MS or row_id > MAX_ID:
+            raise ValueError("cursor is out of range")
+        return cls(at_ms, row_id)
+
+
+@dataclass(frozen=True)
+class CommitCursor:
+    """A position in commit order: the (commit_xid, id) of the last row a poll returned."""
+
+    xid: int
+    id: int
+
+    def encode(self) -> str:
+        return f"c{self.xid}.{self.id}"
+
+    @classmethod
+    def decode(cls, text: str) -> CommitCursor:
+        """Parse ``"c<xid>.<id>"``; raise ``ValueError`` with a reason otherwise."""
+        match = COMMIT_CURSOR_SHAPE.fullmatch(text)
+        if match is None:
+            raise ValueError(f"cursor must look like 'c<xid>.<id>', got {text[:60]!r}")
+        xid, row_id = int(match["xid"]), int(match["id"])
+        if xid > MAX_ID or row_id > MAX_ID:
+            raise ValueError("cursor is out of range")
+        return cls(xid, row_id)
 
 
 @dataclass(frozen=True)
@@ -57,7 +88,7 @@ class KeysetPage:
     """Rows (wire dicts, each with ``id``) and the cursor to continue from, if any."""
 
     entries: list[dict[str, Any]]
-    next_cursor: Cursor | None
+    next_cursor: Cursor | CommitCursor | None
 
 
 class PercentileDisc(Aggregate):
@@ -115,6 +146,36 @@ class FinishedRequestQuerySet(QuerySet[Any]):
                 Q(finished_at__gt=moment) | Q(finished_at=moment, id__gt=after.id)
             )
         return qs.order_by("finished_at", "id")._page(limit)
+
+    def committed_after(self, after: CommitCursor | None, limit: int) -> KeysetPage:
+        """A page of rows in the order they became visible, after ``after``.
+
+        A poller that follows ``next_cursor`` never skips a row, however late its
+        batch commits: on PostgreSQL only rows whose transaction is older than every
+        transaction still running are served (so none can appear behind the cursor
+        later), in (commit_xid, id) order; SQLite commits one writer at a time, so
+        id order is commit order there. ``next_cursor`` is where to poll next: the
+        last row returned, or ``after`` itself when nothing new is visible yet.
+        """
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit!r}")
+        if connections[self.db].vendor == "postgresql":
+            horizon = RawSQL("pg_snapshot_xmin(pg_current_snapshot())::text::bigint", [])
+            qs = self.filter(commit_xid__lt=horizon)
+            if after is not None:
+                qs = qs.filter(commit_xid__gte=after.xid).filter(
+                    Q(commit_xid__gt=after.xid) | Q(commit_xid=after.xid, id__gt=after.id)
+                )
+            qs = qs.order_by("commit_xid", "id")
+        else:
+            qs = self if after is None else self.filter(id__gt=after.id)
+            qs = qs.order_by("id")
+        rows = list(qs.values(*ENTRY_COLUMNS, "commit_xid")[:limit])
+        entries = [_entry_with_id(row) for row in rows]
+        if not rows:
+            return KeysetPage(entries, after)
+        last = rows[-1]
+        return KeysetPage(entries, CommitCursor(last["commit_xid"] or 0, last["id"]))
 
     def _page(self, limit: int) -> KeysetPage:
         if limit < 1:

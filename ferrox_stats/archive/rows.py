@@ -108,6 +108,10 @@ def invalid_reason(item: Pending) -> str | None:
             return f"{name} is longer than {limit} characters"
         if "\x00" in value:
             return f"{name} contains a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{name} is not valid Unicode (a lone surrogate)"
     for name in INT_FIELDS:
         value = values[name]
         if value is None:

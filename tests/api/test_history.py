@@ -163,3 +163,18 @@ def test_history_is_throttled(read_client: TokenClient, settings: Any) -> None:
     codes = [read_client.get(f"{PREFIX}/v1/history").status_code for _ in range(3)]
     cache.clear()
     assert codes == [200, 200, 429]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tail_poller_follows_the_commit_order(read_client: TokenClient) -> None:
+    archive([make_record(request_id="t1", at_ms=BASE_AT_MS + 9000)])
+    archive([make_record(request_id="t2", at_ms=BASE_AT_MS)])  # finished earlier, committed later
+    first = get(read_client, "/v1/history", order="committed", limit=1)
+    assert [e["request_id"] for e in first["entries"]] == ["t1"]
+    assert first["next_cursor"].startswith("c")
+    rest = get(read_client, "/v1/history", order="committed", cursor=first["next_cursor"])
+    assert [e["request_id"] for e in rest["entries"]] == ["t2"]
+    idle = get(read_client, "/v1/history", order="committed", cursor=rest["next_cursor"])
+    assert (idle["entries"], idle["next_cursor"]) == ([], rest["next_cursor"])
+    bad = read_client.get(f"{PREFIX}/v1/history", {"order": "committed", "cursor": "1.2"})
+    assert list(bad.json()["error"]["fields"]) == ["cursor"]

@@ -169,7 +169,7 @@ def test_bad_gauges_are_refused_without_the_records(
         ("{not json", 400, None),
         ("[]", 400, "records"),
         ('{"records": {}}', 400, "records"),
-        ('{"records": [], "extra": 1}', 400, "extra"),
+        ('{"records": [], "extra": 1}', 400, "body"),
         ('{"records": [], "instance": 7}', 400, "instance"),
     ],
 )
