@@ -1,10 +1,11 @@
 """How one batch of pending records is written, and what became of each.
 
-On PostgreSQL the batch is COPYed into a temporary staging table and moved into the
-archive with ``INSERT … ON CONFLICT DO NOTHING``; elsewhere it is a bulk insert of the
-rows not already archived. Both run in one transaction. A data error sends the batch
-row by row, each in a savepoint, so one bad row is dead-lettered with its reason and
-the rest still commit. Connection-level errors propagate: the caller keeps the batch
+On PostgreSQL the batch is COPYed straight into the archive; if some of its rows
+are there already (a replay, a retry after a lost acknowledgement), it is COPYed into
+a staging table instead and moved with ``INSERT … ON CONFLICT DO NOTHING``.
+Elsewhere it is a bulk insert of the rows not already archived. Both run in one
+transaction. A data error sends the batch row by row, each in a savepoint, so one bad
+row is dead-lettered with its reason and the rest still commit. Connection-level errors propagate: the caller keeps the batch
 and retries it.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import DataError, IntegrityError, connections, transaction
 
@@ -126,25 +128,47 @@ _COLUMN_LIST = ", ".join(COLUMNS)
 
 
 def _copy_insert(items: Sequence[Pending], using: str) -> list[bool]:
-    with connections[using].cursor() as cursor:
-        # One staging table per connection, emptied by every commit.
-        cursor.execute(
-            f"CREATE TEMP TABLE IF NOT EXISTS {STAGING} ON COMMIT DELETE ROWS AS "
-            f"SELECT {_COLUMN_LIST} FROM {TABLE} WITH NO DATA"
-        )
-        # A failed earlier attempt in this transaction may have left rows behind.
-        cursor.execute(f"TRUNCATE {STAGING}")
-        with cursor.copy(f"COPY {STAGING} ({_COLUMN_LIST}) FROM STDIN") as copy:
-            for item in items:
-                copy.write_row(row_values(item))
-        # No conflict target: either unique key makes a row a duplicate of one already
-        # archived. RETURNING names the rows that went in; the rest were duplicates.
-        cursor.execute(
-            f"INSERT INTO {TABLE} ({_COLUMN_LIST}) SELECT {_COLUMN_LIST} FROM {STAGING} "
-            "ON CONFLICT DO NOTHING RETURNING replica, request_id, instance, seq"
-        )
-        returned = cursor.fetchall()
-        cursor.execute(f"TRUNCATE {STAGING}")
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        try:
+            # Most batches are all new: COPY them straight into the archive (half the
+            # work of staging them), in a savepoint. psycopg's COPY bypasses Django's
+            # error wrapping: wrap it, so a constraint is an IntegrityError here too.
+            with (
+                transaction.atomic(using=using),
+                connection.wrap_database_errors,
+                cursor.copy(f"COPY {TABLE} ({_COLUMN_LIST}) FROM STDIN") as copy,
+            ):
+                for item in items:
+                    copy.write_row(row_values(item))
+            return [True] * len(items)
+        except IntegrityError:
+            # A replay, or a retry whose first commit went through, holds rows already
+            # archived (or one row breaks a CHECK): sort them out through staging.
+            with connection.wrap_database_errors:
+                return _staged_insert(cursor, items)
+
+
+def _staged_insert(cursor: Any, items: Sequence[Pending]) -> list[bool]:
+    """COPY into a staging table, then move what is new: per-item answers, no errors."""
+    # One staging table per connection, emptied by every commit.
+    cursor.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {STAGING} ON COMMIT DELETE ROWS AS "
+        f"SELECT {_COLUMN_LIST} FROM {TABLE} WITH NO DATA"
+    )
+    # A failed earlier attempt in this transaction may have left rows behind.
+    cursor.execute(f"TRUNCATE {STAGING}")
+    with cursor.copy(f"COPY {STAGING} ({_COLUMN_LIST}) FROM STDIN") as copy:
+        for item in items:
+            copy.write_row(row_values(item))
+    # No conflict target: either unique key makes a row a duplicate of one already
+    # archived. RETURNING names the rows that went in; the rest were duplicates.
+    cursor.execute(
+        f"INSERT INTO {TABLE} ({_COLUMN_LIST}) SELECT {_COLUMN_LIST} FROM {STAGING} "
+        "ON CONFLICT DO NOTHING RETURNING replica, request_id, instance, seq"
+    )
+    returned = cursor.fetchall()
+    cursor.execute(f"TRUNCATE {STAGING}")
     if len(returned) == len(items):
         return [True] * len(items)
     went_in: set[Hashable] = set()

@@ -156,6 +156,8 @@ class FinishedRequestQuerySet(QuerySet[Any]):
         later), in (commit_xid, id) order; SQLite commits one writer at a time, so
         id order is commit order there. ``next_cursor`` is where to poll next: the
         last row returned, or ``after`` itself when nothing new is visible yet.
+        The horizon is the server's: a long transaction anywhere on the cluster
+        delays the tail until it ends (rows are late, never lost).
         """
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit!r}")
