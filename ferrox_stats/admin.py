@@ -205,9 +205,12 @@ class FinishedRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         ("Tokens", {"fields": ("prompt_tokens", "completion_tokens", "cached_tokens")}),
         ("Latency (ms)", {"fields": ("queue_ms", "ttft_ms", "duration_ms")}),
         ("Decode", {"fields": ("decode_ms", "decode_tps", "itl_ms")}),
-        ("Provenance", {"fields": ("client", "via_api_key", "replica", "instance", "seq", "id")}),
+        (
+            "Provenance",
+            {"fields": ("client", "via_api_key", "replica", "instance", "seq", "commit_xid", "id")},
+        ),
     )
-    readonly_fields = ("id", "at_ms", "decode_tps", "itl_ms")
+    readonly_fields = ("id", "at_ms", "decode_tps", "itl_ms", "commit_xid")
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ArchiveChangeList

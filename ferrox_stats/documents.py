@@ -29,7 +29,11 @@ def ring_page(page: Page[Record]) -> dict[str, Any]:
 def summary(s: Summary) -> dict[str, Any]:
     """Percentiles and TTFT mean over what the ring retains, and the window they span."""
     return {
-        "duration_ms": {"p50": s.duration_p50_ms, "p95": s.duration_p95_ms, "p99": s.duration_p99_ms},
+        "duration_ms": {
+            "p50": s.duration_p50_ms,
+            "p95": s.duration_p95_ms,
+            "p99": s.duration_p99_ms,
+        },
         "ttft_ms": {"p50": s.ttft_p50_ms, "p95": s.ttft_p95_ms, "p99": s.ttft_p99_ms},
         "ttft_mean_ms": s.ttft_mean_ms,
         "window": {"requests": s.window_requests, "seconds": s.window_seconds},
