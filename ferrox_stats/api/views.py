@@ -157,8 +157,10 @@ HISTORY_PARAMETERS = [
 
 class HistoryView(FerroxView):
     endpoint_name = "history"
-    # Only read by drf-spectacular, which documents a filterset through its backend.
+    # Only read by drf-spectacular, which documents a filterset through its backend
+    # and finds the filterset's model through the view's queryset.
     filter_backends = [DjangoFilterBackend]
+    queryset = FinishedRequest.objects.none()
     throttle_classes = [FerroxScopedRateThrottle]
     throttle_scope = "ferrox_stats_history"
     filterset_class = HistoryFilter  # read by drf-spectacular to document the filters
@@ -225,6 +227,7 @@ class HistoryExportView(FerroxView):
     content_negotiation_class = _FormatIsOurs
     filter_backends = [DjangoFilterBackend]
     filterset_class = HistoryFilter
+    queryset = FinishedRequest.objects.none()
     throttle_classes = [FerroxScopedRateThrottle]
     throttle_scope = "ferrox_stats_history"
 

@@ -5,8 +5,8 @@ are there already (a replay, a retry after a lost acknowledgement), it is COPYed
 a staging table instead and moved with ``INSERT … ON CONFLICT DO NOTHING``.
 Elsewhere it is a bulk insert of the rows not already archived. Both run in one
 transaction. A data error sends the batch row by row, each in a savepoint, so one bad
-row is dead-lettered with its reason and the rest still commit. Connection-level errors propagate: the caller keeps the batch
-and retries it.
+row is dead-lettered with its reason and the rest still commit. Connection-level
+errors propagate: the caller keeps the batch and retries it.
 """
 
 from __future__ import annotations

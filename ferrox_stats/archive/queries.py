@@ -54,7 +54,7 @@ class Cursor:
         """Parse ``"<at_ms>.<id>"``; raise ``ValueError`` with a reason otherwise."""
         match = CURSOR_SHAPE.fullmatch(text)
         if match is None:
-            raise ValueError(f"cursor must look like '<at_ms>.<id>', got {text[:60]!r}")
+            raise ValueError("cursor must look like '<at_ms>.<id>'")
         at_ms, row_id = int(match["at_ms"]), int(match["id"])
         if not MIN_AT_MS <= at_ms <= MAX_AT_MS or row_id > MAX_ID:
             raise ValueError("cursor is out of range")
@@ -76,7 +76,7 @@ class CommitCursor:
         """Parse ``"c<xid>.<id>"``; raise ``ValueError`` with a reason otherwise."""
         match = COMMIT_CURSOR_SHAPE.fullmatch(text)
         if match is None:
-            raise ValueError(f"cursor must look like 'c<xid>.<id>', got {text[:60]!r}")
+            raise ValueError("cursor must look like 'c<xid>.<id>'")
         xid, row_id = int(match["xid"]), int(match["id"])
         if xid > MAX_ID or row_id > MAX_ID:
             raise ValueError("cursor is out of range")

@@ -125,7 +125,9 @@ def test_the_page_size_has_a_hard_cap(read_client: TokenClient, settings: Any) -
 
 
 def test_one_request_by_id(read_client: TokenClient) -> None:
-    archive([make_record(request_id="dup", replica="a"), make_record(request_id="dup", replica="b")])
+    archive(
+        [make_record(request_id="dup", replica="a"), make_record(request_id="dup", replica="b")]
+    )
     body = get(read_client, "/v1/history/dup")
     assert sorted(e["replica"] for e in body["entries"]) == ["a", "b"]
     missing = read_client.get(f"{PREFIX}/v1/history/none")

@@ -114,7 +114,10 @@ def test_a_bad_item_does_not_sink_the_batch_and_counts_add_up(
         ({"client": ""}, "client must be 1 to 200 characters"),
         ({"client": "a\x00b"}, "client contains a NUL character"),
         ({"error": 42}, "error must be a string"),
-        ({"via_api_key": "sk-proj-abcdefghijklmnop"}, "via_api_key looks like a secret key; report keys by their label"),
+        (
+            {"via_api_key": "sk-proj-abcdefghijklmnop"},
+            "via_api_key looks like a secret key; report keys by their label",
+        ),
         ({"replica": "elsewhere"}, "unknown field 'replica'"),
         ({"decode_tps": 12.0}, "unknown field 'decode_tps'"),
         ({"seq": -1}, "seq must be a non-negative integer"),
@@ -139,7 +142,10 @@ def test_gauges_feed_the_last_known_values(
     pool = read_client.get(f"{PREFIX}/v1/stats").json()["pool"]
     assert pool == {"occupancy": 0.25, "queue_depth": None}
     # A report without the pool leaves it as it was; a pool of 0 is no report.
-    post(ingest_client, {"records": [], "gauges": {"queue_depth": 4, "pool_total": 0, "pool_used": 0}})
+    post(
+        ingest_client,
+        {"records": [], "gauges": {"queue_depth": 4, "pool_total": 0, "pool_used": 0}},
+    )
     assert read_client.get(f"{PREFIX}/v1/stats").json()["pool"] == {
         "occupancy": 0.25,
         "queue_depth": 4.0,

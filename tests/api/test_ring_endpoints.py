@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def record(recorder: live.Recorder, n: int, **kwargs: Any) -> None:
-    for i in range(n):
+    for _ in range(n):
         with recorder.track(model="m", request_id=f"r{recorder.stats.recorded_total}") as t:
             t.finish(status=200, **kwargs)
 
