@@ -147,8 +147,9 @@ def validate_item(item: Any, now_ms: int) -> Record | str:
         return "seq must be a non-negative integer"
     values = {name: item.get(name) for name in RECORD_FIELDS if name != "replica"}
     for name in TIME_FIELDS:
-        if values[name] is not None:
-            values[name] = float(values[name])
+        value = values[name]
+        if value is not None:
+            values[name] = float(value)
     return Record(**values)
 
 

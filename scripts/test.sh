@@ -11,14 +11,21 @@ cd "$(dirname "$0")/.."
 PG_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 
-setup_venv() {  # setup_venv DIR PYTHON DJANGO_SPEC
-    local dir=$1 python=$2 django=$3
+setup_venv() {  # setup_venv DIR PYTHON DJANGO_SPEC EXTRAS
+    local dir=$1 python=$2 django=$3 extras=$4
     if [ ! -x "$dir/bin/python" ]; then
         echo "== creating $dir with $python"
         "$python" -m venv "$dir"
     fi
     "$dir/bin/python" -m pip install -q --upgrade pip
-    "$dir/bin/python" -m pip install -q -e ".[test]" "$django"
+    "$dir/bin/python" -m pip install -q -e ".[$extras]" "$django"
+}
+
+lint() {  # lint VENV: the house style, checked before any test runs
+    echo "== lint: ruff and mypy (strict)"
+    "$1/bin/ruff" check ferrox_stats tests project bench
+    "$1/bin/ruff" format --check ferrox_stats tests project bench
+    "$1/bin/mypy" ferrox_stats
 }
 
 postgres_answers() {  # postgres_answers PYTHON
@@ -49,7 +56,8 @@ run_legs() {  # run_legs VENV LABEL [pytest args...]
     fi
 }
 
-setup_venv .venv "${PYTHON:-python3}" "django>=5.2,<6"
+setup_venv .venv "${PYTHON:-python3}" "django>=5.2,<6" "test,lint"
+lint .venv
 run_legs .venv "Django 5.2 on $(.venv/bin/python -V)" "$@"
 
 find_python312() {  # the first Python 3.12 that actually runs (pyenv shims may not)
@@ -65,7 +73,7 @@ find_python312() {  # the first Python 3.12 that actually runs (pyenv shims may 
 }
 
 if PYTHON312=$(find_python312); then
-    setup_venv .venv-django6 "$PYTHON312" "django>=6,<7"
+    setup_venv .venv-django6 "$PYTHON312" "django>=6,<7" "test"
     run_legs .venv-django6 "Django 6 on $(.venv-django6/bin/python -V)" "$@"
 else
     echo "== Django 6 leg: SKIPPED (no Python 3.12 found)" >&2

@@ -186,7 +186,8 @@ class ErrorBodySerializer(S.Serializer):
     status = S.IntegerField()
     code = S.CharField()
     message = S.CharField()
-    fields = S.DictField(child=S.ListField(child=S.CharField()), required=False)
+    # The error document's key is "fields"; the serializer only describes it.
+    fields = S.DictField(child=S.ListField(child=S.CharField()), required=False)  # type: ignore[assignment]
 
 
 class ErrorSerializer(S.Serializer):

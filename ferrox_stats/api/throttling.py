@@ -13,7 +13,7 @@ from ..models import ApiToken
 
 class FerroxScopedRateThrottle(ScopedRateThrottle):
     def get_rate(self) -> str | None:
-        return conf.THROTTLE_RATES.get(self.scope)
+        return conf.THROTTLE_RATES.get(self.scope or "")
 
     def get_cache_key(self, request: Request, view: Any) -> str:
         # Each token has its own budget (a token's user has no pk to key on), each

@@ -7,8 +7,9 @@ by ``documents``, ``archive`` or ``ingest``, never here.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 from django.http import StreamingHttpResponse
 from django_filters.rest_framework import DjangoFilterBackend
@@ -22,6 +23,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from .. import documents, live
@@ -29,7 +31,7 @@ from ..archive import export
 from ..archive.queries import CommitCursor, Cursor
 from ..conf import conf
 from ..ingest import ACCEPTED, DUPLICATE, REJECTED, describe_name, ingest, string_problem
-from ..models import FinishedRequest
+from ..models import ApiToken, FinishedRequest
 from . import errors, serializers
 from .authentication import BearerTokenAuthentication
 from .filters import HistoryFilter
@@ -54,7 +56,7 @@ class FerroxView(APIView):
     authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
     permission_classes = [EndpointAccess]
     renderer_classes = [JSONRenderer]
-    throttle_classes: ClassVar[list[Any]] = []
+    throttle_classes: Sequence[type[BaseThrottle]] = []
     access_scope = READ
     endpoint_name = ""
     # drf-spectacular describes these views whatever the project's DEFAULT_SCHEMA_CLASS.
@@ -219,7 +221,8 @@ class HistoryDetailView(FerroxView):
 class _FormatIsOurs(DefaultContentNegotiation):
     """Leaves ``?format=`` to the export (DRF would read it as a renderer choice)."""
 
-    settings = SimpleNamespace(URL_FORMAT_OVERRIDE=None)
+    # Duck-typed: the one setting DefaultContentNegotiation reads.
+    settings = SimpleNamespace(URL_FORMAT_OVERRIDE=None)  # type: ignore[assignment]
 
 
 class HistoryExportView(FerroxView):
@@ -311,6 +314,7 @@ class IngestView(FerroxView):
         if instance is not None and (problem := string_problem("instance", instance, 200)):
             raise ValidationError({"instance": [problem + "."]})
         token = request.auth
+        assert isinstance(token, ApiToken)  # EndpointAccess admits only ingest tokens here
         result = ingest(
             records,
             replica=token.replica,
