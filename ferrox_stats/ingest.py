@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .archive.batch import DEAD, DUPLICATE, INSERTED, write_batch
-from .archive.rows import MAX_LENGTHS, Pending
+from .archive.rows import MAX_LENGTHS, Pending, text_problem
 from .core.requests import RECORD_FIELDS, Record
 from .live import Recorder
 
@@ -56,17 +56,14 @@ def describe_name(name: Any) -> str:
 
 
 def string_problem(name: str, value: Any, max_length: int) -> str | None:
-    """Why ``value`` cannot be stored as the string ``name``, or ``None`` if it can."""
-    if not isinstance(value, str):
-        return f"{name} must be a string"
-    if not value or len(value) > max_length:
+    """Why ``value`` cannot be reported as the string ``name``, or ``None`` if it can.
+
+    Stricter than what the archive can store: not empty, and never a secret.
+    """
+    if isinstance(value, str) and not 0 < len(value) <= max_length:
         return f"{name} must be 1 to {max_length} characters"
-    if "\x00" in value:
-        return f"{name} contains a NUL character"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return f"{name} is not valid Unicode (a lone surrogate)"
+    if problem := text_problem(name, value, max_length):
+        return problem
     if SECRET_SHAPE.search(value):
         return f"{name} looks like a secret key; report keys by their label"
     return None

@@ -86,6 +86,21 @@ def outcome(record: Record) -> str:
     return "ok"
 
 
+def text_problem(name: str, value: Any, limit: int) -> str | None:
+    """Why ``value`` cannot be stored in the text column ``name``, or ``None``."""
+    if not isinstance(value, str):
+        return f"{name} must be a string"
+    if len(value) > limit:
+        return f"{name} is longer than {limit} characters"
+    if "\x00" in value:
+        return f"{name} contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{name} is not valid Unicode (a lone surrogate)"
+    return None
+
+
 def invalid_reason(item: Pending) -> str | None:
     """Why this record can never be a row, or ``None`` if it can."""
     record = item.record
@@ -100,18 +115,8 @@ def invalid_reason(item: Pending) -> str | None:
     values["instance"] = item.instance
     for name, limit in MAX_LENGTHS.items():
         value = values[name]
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            return f"{name} must be a string"
-        if len(value) > limit:
-            return f"{name} is longer than {limit} characters"
-        if "\x00" in value:
-            return f"{name} contains a NUL character"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"{name} is not valid Unicode (a lone surrogate)"
+        if value is not None and (problem := text_problem(name, value, limit)):
+            return problem
     for name in INT_FIELDS:
         value = values[name]
         if value is None:
