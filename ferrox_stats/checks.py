@@ -104,6 +104,16 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
 
+    cache = values["TOKEN_CACHE_S"]
+    if not (_positive_number(cache) or cache == 0) or isinstance(cache, bool):
+        errors.append(
+            Error(
+                "FERROX_STATS['TOKEN_CACHE_S'] must be a number of seconds >= 0.",
+                hint=f"Got {cache!r}; 0 checks every token against the database.",
+                id="ferrox_stats.E004",
+            )
+        )
+
     for name, meaning in (
         ("GAUGE_MAX_AGE_S", "keeps the last report forever"),
         ("RETENTION_DAYS", "keeps the archive forever"),

@@ -57,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     # Records one ingest batch may hold, and the largest body it may send (bytes).
     "INGEST_MAX_BATCH": 1000,
     "INGEST_MAX_BODY_BYTES": 4 * 1024 * 1024,
+    # Seconds a process trusts a token it checked before asking the database again
+    # (a revocation elsewhere takes up to this long to reach it); 0 checks every time.
+    "TOKEN_CACHE_S": 5.0,
     # DRF throttle rates per scope ("<n>/<second|minute|hour|day>"); None: unthrottled.
     "THROTTLE_RATES": {
         "ferrox_stats_ingest": "600/minute",
@@ -167,6 +170,10 @@ class Settings:
     @property
     def INGEST_MAX_BODY_BYTES(self) -> int:
         return int(self._get("INGEST_MAX_BODY_BYTES"))
+
+    @property
+    def TOKEN_CACHE_S(self) -> float:
+        return float(self._get("TOKEN_CACHE_S"))
 
     @property
     def THROTTLE_RATES(self) -> dict[str, str | None]:

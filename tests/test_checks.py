@@ -74,6 +74,8 @@ def test_max_page_equal_to_the_ring_is_fine(settings: Any) -> None:
         {"ARCHIVE_FLUSH_INTERVAL_S": 0},
         {"ARCHIVE_RETRY_MAX_S": "30"},
         {"ARCHIVE_SHUTDOWN_DEADLINE_S": -1.0},
+        {"TOKEN_CACHE_S": -1},
+        {"TOKEN_CACHE_S": "5"},
     ],
 )
 def test_e004_durations_are_positive_seconds(settings: Any, value: Any) -> None:

@@ -1,0 +1,83 @@
+"""Issuing, checking and revoking tokens (``ferrox_stats.tokens``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from ferrox_stats import live, tokens
+from ferrox_stats.models import ApiToken
+from tests.conftest import FakeClock
+
+pytestmark = pytest.mark.django_db
+
+
+def test_only_the_hash_is_stored_and_the_secret_is_recognisable() -> None:
+    token, secret = tokens.issue("poller")
+    assert secret.startswith("fxs_")
+    assert token.secret_hash == tokens.hash_secret(secret)
+    assert secret not in str(list(ApiToken.objects.values()))
+
+
+@pytest.mark.parametrize("secret", ["", "sk-abc", "fxs_not-a-real-one"])
+def test_unknown_secrets_are_refused(secret: str) -> None:
+    tokens.issue("poller")
+    assert tokens.check(secret) is None
+
+
+def test_an_ingest_token_needs_a_replica() -> None:
+    with pytest.raises(ValueError, match="replica"):
+        tokens.issue("engine", ingest=True)
+
+
+def test_a_checked_token_is_trusted_for_token_cache_s_without_a_query(
+    recorder: live.Recorder, clock: FakeClock
+) -> None:
+    token, secret = tokens.issue("poller")
+    assert tokens.check(secret) == token
+    with CaptureQueriesContext(connection) as queries:
+        assert tokens.check(secret) == token
+    assert len(queries) == 0
+
+
+def test_a_revocation_elsewhere_takes_effect_within_token_cache_s(
+    recorder: live.Recorder, clock: FakeClock, settings: Any
+) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 5.0}
+    token, secret = tokens.issue("poller")
+    assert tokens.check(secret) == token
+    # Another process revokes it: this one only learns from the database.
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    clock.advance(4.9)
+    assert tokens.check(secret) == token
+    clock.advance(0.2)
+    assert tokens.check(secret) is None
+
+
+def test_a_revocation_here_takes_effect_at_once(recorder: live.Recorder) -> None:
+    token, secret = tokens.issue("poller")
+    assert tokens.check(secret) == token
+    tokens.revoke(token)
+    assert tokens.check(secret) is None
+
+
+def test_a_zero_cache_checks_every_time(recorder: live.Recorder, settings: Any) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 0}
+    token, secret = tokens.issue("poller")
+    tokens.check(secret)
+    with CaptureQueriesContext(connection) as queries:
+        assert tokens.check(secret) == token
+    assert len(queries) == 1
+
+
+def test_the_cache_is_bounded(recorder: live.Recorder) -> None:
+    cache = tokens._RecentTokens()
+    token = ApiToken(label="x")
+    for n in range(cache.MAX + 10):
+        cache.put(f"digest-{n}", 0.0, token)
+    assert cache.get("digest-0", 0.0, 5.0) is None
+    assert cache.get(f"digest-{cache.MAX + 9}", 0.0, 5.0) is token
