@@ -12,4 +12,5 @@ app_name = "ferrox_stats"
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", include("ferrox_stats.api.urls")),
+    path("dashboard/", include("ferrox_stats.web.urls")),
 ]

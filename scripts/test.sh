@@ -2,6 +2,8 @@
 # Create the test environments, install, and run every test:
 #   Django 5.2 LTS on the default python3 (3.11): SQLite, then PostgreSQL;
 #   Django 6.x on python3.12, where it exists: SQLite, then PostgreSQL.
+# It installs what the tests need: the virtualenvs, and Debian's chromium for the
+# dashboard's browser tests (as root, when it is missing).
 # PostgreSQL comes from DATABASE_URL, else the local server when it answers.
 # Under CI=true the PostgreSQL legs are mandatory and fail loudly if it cannot connect.
 # Extra arguments go to pytest (e.g. `make test ARGS="-k ring"`).
@@ -55,6 +57,17 @@ run_legs() {  # run_legs VENV LABEL [pytest args...]
         echo "== $label, PostgreSQL: SKIPPED (no server answers; set DATABASE_URL)" >&2
     fi
 }
+
+# The dashboard's browser tests drive Debian's Chromium (never a downloaded browser).
+if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing Debian's chromium for the browser tests"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        echo "== no /usr/bin/chromium: the browser tests will skip (CI=true makes them fail)" >&2
+    fi
+fi
 
 setup_venv .venv "${PYTHON:-python3}" "django>=5.2,<6" "test,lint"
 lint .venv

@@ -1,0 +1,101 @@
+"""The history view's filters and keyset position, parsed strictly from the query string."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django import forms
+from django.http import QueryDict
+
+from ..archive.queries import Cursor
+from ..archive.rows import MAX_AT_MS, MAX_BIGINT, MIN_AT_MS
+from ..models import OUTCOMES
+
+OLDER = "older"
+NEWER = "newer"
+# The fields ``FinishedRequest.objects.matching`` takes, in the form's order.
+MATCHED = ("model", "route", "status", "outcome", "finish_reason", "client", "replica")
+
+
+class UTCDateTimeField(forms.DateTimeField):
+    """A ``datetime-local`` value read as UTC, whatever the project's TIME_ZONE."""
+
+    input_formats = ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
+    widget = forms.DateTimeInput(
+        format="%Y-%m-%dT%H:%M:%S", attrs={"type": "datetime-local", "step": "1"}
+    )
+
+    def to_python(self, value: Any) -> datetime | None:
+        if value in self.empty_values:
+            return None
+        if isinstance(value, datetime):
+            return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        # BaseTemporalField tries the formats; DateTimeField would then apply the
+        # current time zone, which is not what the label ("UTC") promises.
+        parsed = forms.fields.BaseTemporalField.to_python(self, value)
+        return None if parsed is None else parsed.replace(tzinfo=UTC)
+
+
+def _text(label: str, max_length: int = 200) -> forms.CharField:
+    return forms.CharField(label=label, required=False, max_length=max_length, strip=True)
+
+
+class HistoryForm(forms.Form):
+    since = UTCDateTimeField(label="From (UTC)", required=False)
+    until = UTCDateTimeField(label="Until (UTC)", required=False)
+    model = _text("Model")
+    route = _text("Route")
+    status = forms.IntegerField(label="HTTP status", required=False, min_value=100, max_value=599)
+    outcome = forms.ChoiceField(label="Outcome", required=False, choices=[("", "any"), *OUTCOMES])
+    finish_reason = _text("Finish reason", 64)
+    client = _text("Client")
+    replica = _text("Replica")
+    # The keyset position; set by the paging links, never shown as inputs.
+    cursor = forms.CharField(required=False, widget=forms.HiddenInput)
+    direction = forms.ChoiceField(
+        required=False, choices=[(OLDER, OLDER), (NEWER, NEWER)], widget=forms.HiddenInput
+    )
+
+    def clean_cursor(self) -> Cursor | None:
+        raw = self.cleaned_data.get("cursor")
+        if not raw:
+            return None
+        try:
+            cursor = Cursor.decode(raw)
+        except ValueError:
+            cursor = None
+        # A time no datetime can hold, or an id no row can have, is no position either.
+        if cursor is None or not (
+            MIN_AT_MS <= cursor.at_ms <= MAX_AT_MS and cursor.id <= MAX_BIGINT
+        ):
+            raise forms.ValidationError(
+                "This page link is not valid any more; start again from the newest rows."
+            )
+        return cursor
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since is not None and until is not None and since >= until:
+            self.add_error("until", "Until must be later than From.")
+        return cleaned
+
+    def filters(self) -> dict[str, Any]:
+        """The ``matching()`` filters that were given (an empty field filters nothing)."""
+        return {name: self.cleaned_data[name] for name in MATCHED if self.cleaned_data[name]}
+
+    def page_query(self, cursor: Cursor | None = None, direction: str = OLDER) -> str:
+        """This query string with the keyset position replaced: a paging link.
+
+        Without a cursor, the link to the newest rows under the same filters.
+        """
+        query = QueryDict(mutable=True)
+        for name in ("since", "until", *MATCHED):
+            raw = self.data.get(name)
+            if raw:
+                query[name] = raw
+        if cursor is not None:
+            query["cursor"] = cursor.encode()
+            query["direction"] = direction
+        return query.urlencode()

@@ -1,0 +1,150 @@
+"""The dashboard's pages, for staff: live dashboard, history, one request.
+
+HTML only: the numbers the page polls come from the API's ``admin-stats`` endpoint,
+and both build them with ``documents``, so the first paint and the polls agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from .. import documents, live
+from ..archive.queries import Cursor, KeysetPage
+from ..conf import conf
+from ..models import FinishedRequest
+from . import display, panels
+from .forms import NEWER, OLDER, HistoryForm
+
+# The page polls every POLL_INTERVAL_MS and asks for POLL_LIMIT rows (the API caps
+# it at MAX_PAGE); it keeps TABLE_ROWS rows and SERIES_POINTS chart points.
+POLL_INTERVAL_MS = 2000
+POLL_LIMIT = 100
+TABLE_ROWS = 200
+SERIES_POINTS = 300
+# Rows the first paint shows (at most MAX_PAGE, the most one ring page holds).
+FIRST_PAINT_ROWS = 50
+HISTORY_ROWS = 50
+
+
+@staff_member_required
+@require_safe
+def dashboard(request: HttpRequest) -> HttpResponse:
+    recorder = live.get_recorder()
+    stats = recorder.stats
+    # The newest rows the ring holds; the page's polls continue from next_cursor.
+    first = max(0, stats.recorded_total - min(FIRST_PAINT_ROWS, stats.max_page))
+    document = documents.admin_stats(stats.since(first, FIRST_PAINT_ROWS), recorder.snapshot())
+    return render(
+        request,
+        "ferrox_stats/dashboard.html",
+        {
+            "document": document,
+            "groups": panels.render(document),
+            "rows": [display.row(wire) for wire in reversed(document["entries"])],
+            "uptime": display.uptime(document["live"]["uptime_s"]),
+            "charts": panels.CHARTS,
+            "poll": {
+                "interval_ms": POLL_INTERVAL_MS,
+                "limit": POLL_LIMIT,
+                "table_rows": TABLE_ROWS,
+                "series_points": SERIES_POINTS,
+            },
+        },
+    )
+
+
+@staff_member_required
+@require_safe
+def history(request: HttpRequest) -> HttpResponse:
+    form = HistoryForm(request.GET)
+    if not form.is_valid():
+        return render(request, "ferrox_stats/history.html", {"form": form}, status=400)
+    data = form.cleaned_data
+    rows = (
+        FinishedRequest.objects.using(conf.ARCHIVE_DATABASE)
+        .window(data["since"], data["until"])
+        .matching(form.filters())
+    )
+    page = _history_page(rows, data["cursor"], data["direction"] or OLDER)
+    entries = page.entries
+    return render(
+        request,
+        "ferrox_stats/history.html",
+        {
+            "form": form,
+            "rows": [display.row(wire) for wire in entries],
+            "older": form.page_query(_cursor(entries[-1]), OLDER) if page.older else None,
+            "newer": form.page_query(_cursor(entries[0]), NEWER) if page.newer else None,
+            "newest": form.page_query(),
+            "paged": not page.top,
+        },
+    )
+
+
+class HistoryPage(NamedTuple):
+    entries: list[dict[str, Any]]  # newest first
+    older: bool  # older rows lie beyond the last entry
+    newer: bool  # newer rows lie beyond the first entry
+    top: bool  # the page starts at the newest row
+
+
+def _history_page(rows: Any, cursor: Cursor | None, direction: str) -> HistoryPage:
+    if cursor is not None and direction == NEWER:
+        page: KeysetPage = rows.oldest_first(cursor, HISTORY_ROWS)
+        if page.next_cursor is not None:
+            # The row at ``cursor`` is older than these, so older rows exist.
+            return HistoryPage(list(reversed(page.entries)), True, True, False)
+        cursor = None  # reached the newest rows: show the first page as it is now
+    page = rows.newest_first(cursor, HISTORY_ROWS)
+    entries = page.entries
+    top = cursor is None
+    return HistoryPage(entries, page.next_cursor is not None, not top and bool(entries), top)
+
+
+def _cursor(wire: dict[str, Any]) -> Cursor:
+    return Cursor(wire["at_ms"], wire["id"])
+
+
+@staff_member_required
+@require_safe
+def request_detail(request: HttpRequest, request_id: str) -> HttpResponse:
+    # No archived id holds a NUL (such records are dead-lettered), and PostgreSQL
+    # refuses one in a query: asking would be an error instead of "not found".
+    archived = (
+        []
+        if "\x00" in request_id
+        else FinishedRequest.objects.using(conf.ARCHIVE_DATABASE).by_request_id(request_id)
+    )
+    in_ring = [] if archived else _in_ring(live.get_recorder(), request_id)
+    return render(
+        request,
+        "ferrox_stats/request_detail.html",
+        {
+            "request_id": request_id,
+            "archived": [(wire, display.detail(wire)) for wire in archived],
+            "in_ring": [display.detail(wire) for wire in in_ring],
+        },
+        status=200 if archived or in_ring else 404,
+    )
+
+
+def _in_ring(recorder: live.Recorder, request_id: str) -> list[dict[str, Any]]:
+    """The ring's entries with this id, read a page at a time (the ring is bounded)."""
+    stats = recorder.stats
+    found: list[dict[str, Any]] = []
+    cursor = 0
+    # Enough pages for the whole ring, even while new rows arrive during the read.
+    for _ in range(stats.ring.capacity // stats.max_page + 2):
+        page = stats.since(cursor, stats.max_page)
+        found.extend(
+            e for e in documents.ring_page(page)["entries"] if e["request_id"] == request_id
+        )
+        if not page.rows or page.next_cursor >= page.recorded_total:
+            break
+        cursor = page.next_cursor
+    return found

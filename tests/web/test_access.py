@@ -1,0 +1,153 @@
+"""Who may see the dashboard, and that it works under the prefix the project mounts it at."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.staticfiles import finders
+from django.test import Client
+from django.urls import reverse
+
+from ferrox_stats import live
+from tests.factories import archive, make_record
+from tests.web.conftest import DASHBOARD, HISTORY, PREFIX, ROOT
+
+PAGES = [DASHBOARD, HISTORY, f"{PREFIX}/dashboard/requests/chatcmpl-1"]
+
+
+@pytest.fixture(autouse=True)
+def _archived_row(db: None, recorder: live.Recorder) -> None:
+    archive([make_record(request_id="chatcmpl-1")])
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_anonymous_visitors_are_sent_to_the_admin_login(client: Client, url: str) -> None:
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/login/?next={url}"
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_logged_in_users_who_are_not_staff_are_sent_to_the_admin_login(
+    client: Client, django_user_model: Any, url: str
+) -> None:
+    client.force_login(django_user_model.objects.create_user("someone"))
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_inactive_staff_are_sent_to_the_admin_login(
+    client: Client, django_user_model: Any, url: str
+) -> None:
+    user = django_user_model.objects.create_user("gone", is_staff=True)
+    client.force_login(user)
+    user.is_active = False
+    user.save()
+    assert client.get(url).status_code == 302
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_staff_see_the_pages(staff_client: Client, url: str) -> None:
+    response = staff_client.get(url)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/html; charset=utf-8"
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_the_pages_only_answer_reads(staff_client: Client, url: str) -> None:
+    assert staff_client.post(url).status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "path"),
+    [
+        ("ferrox_stats:web:dashboard", [], "/control/telemetry/dashboard/"),
+        ("ferrox_stats:web:history", [], "/control/telemetry/dashboard/history/"),
+        (
+            "ferrox_stats:web:request-detail",
+            ["chatcmpl-1"],
+            "/control/telemetry/dashboard/requests/chatcmpl-1",
+        ),
+    ],
+)
+def test_the_pages_are_named_under_the_apps_namespace(
+    name: str, args: list[str], path: str
+) -> None:
+    assert reverse(name, args=args) == path
+
+
+def test_every_link_and_asset_resolves_under_the_prefix(staff_client: Client) -> None:
+    html = staff_client.get(DASHBOARD).content.decode()
+    for href in (
+        "/control/telemetry/dashboard/",
+        "/control/telemetry/dashboard/history/",
+        "/control/telemetry/v1/docs",
+        "/admin/",
+        "/static/ferrox_stats/dashboard.css",
+        "/static/ferrox_stats/format.js",
+        "/static/ferrox_stats/charts.js",
+        "/static/ferrox_stats/dashboard.js",
+        "/static/ferrox_stats/vendor/uplot/uPlot.iife.min.js",
+        "/static/ferrox_stats/vendor/uplot/uPlot.min.css",
+    ):
+        assert f'"{href}"' in html, href
+
+
+@pytest.mark.parametrize(
+    "asset",
+    [
+        "ferrox_stats/dashboard.css",
+        "ferrox_stats/dashboard.js",
+        "ferrox_stats/format.js",
+        "ferrox_stats/charts.js",
+        "ferrox_stats/vendor/uplot/uPlot.iife.min.js",
+        "ferrox_stats/vendor/uplot/uPlot.min.css",
+        "ferrox_stats/vendor/uplot/LICENSE",
+    ],
+)
+def test_static_files_ship_inside_the_app(asset: str) -> None:
+    found = finders.find(asset)
+    assert found is not None
+    assert Path(str(found)).is_relative_to(ROOT / "ferrox_stats" / "static")
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_nothing_is_loaded_from_another_host(staff_client: Client, url: str) -> None:
+    html = staff_client.get(url).content.decode()
+    assert not re.search(r"""(src|href)=["'](https?:)?//""", html)
+
+
+def test_the_vendored_chart_library_is_the_one_package_json_pins() -> None:
+    import json
+
+    pinned = json.loads((ROOT / "package.json").read_text())["dependencies"]["uplot"]
+    head = (ROOT / "ferrox_stats/static/ferrox_stats/vendor/uplot/uPlot.iife.min.js").read_text()
+    assert f"(v{pinned})" in head.splitlines()[0]
+
+
+def _imports(package: Path) -> set[str]:
+    names: set[str] = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names.add("." * node.level + (node.module or ""))
+            elif isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize(("package", "other"), [("web", "api"), ("api", "web")])
+def test_api_and_web_never_import_each_other(package: str, other: str) -> None:
+    imported = _imports(ROOT / "ferrox_stats" / package)
+    assert not {
+        name
+        for name in imported
+        if name in (f"..{other}", f"ferrox_stats.{other}")
+        or name.startswith((f"..{other}.", f"ferrox_stats.{other}."))
+    }
