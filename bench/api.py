@@ -72,7 +72,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from archive_read import MODELS, create_database, drop_database, load
+from archive_read import MODELS, load
+from pgdb import create_database, drop_database
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 

@@ -22,13 +22,12 @@ any exact unbounded ``COUNT(*)`` over the table.
 The script creates (and finally drops) its own database on the local PostgreSQL.
 Run from the repo root::
 
-    PYTHONPATH=. /tmp/venv311/bin/python bench/archive_read.py [--rows N --calls C]
+    PYTHONPATH=. python bench/archive_read.py [--rows N --calls C]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import random
 import re
@@ -38,8 +37,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
+from pgdb import SERVER, create_database, drop_database
 
-SERVER = "postgresql://postgres@127.0.0.1:5432"
 DATABASE = "ferrox_bench_read"
 PAGE = 100
 KEYSET_INDEX = "ferrox_fr_finished_id"
@@ -47,26 +46,6 @@ KEYSET_INDEX = "ferrox_fr_finished_id"
 INDEX_USED = re.compile(r"Index (?:Only )?Scan(?: Backward)? (?:using|on) (\w+)")
 
 DESCRIPTION = "Archive keyset pages at depth vs the first page, and the admin changelist."
-
-
-def create_database(server: str, name: str) -> str:
-    """(Re)create ``name`` via the maintenance DB; point Django at it; return its URL."""
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"{server}/{name}"
-    # tests.settings reads DATABASE_URL when Django imports it, so set it first.
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    return url
-
-
-def drop_database(server: str, name: str) -> None:
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 MODELS = ["llama-3.1-8b-instruct", "llama-3.1-70b-instruct", "qwen2.5-32b", "mistral-7b", "phi-4"]

@@ -20,14 +20,13 @@ The script creates (and finally drops) its own database on the local PostgreSQL.
 
 Run from the repo root::
 
-    PYTHONPATH=. /tmp/venv311/bin/python bench/archive_write.py [--rows N --rounds R]
+    PYTHONPATH=. python bench/archive_write.py [--rows N --rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import os
 import platform
 import random
 import statistics
@@ -36,31 +35,11 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from pgdb import SERVER, create_database, drop_database
 
-SERVER = "postgresql://postgres@127.0.0.1:5432"
 DATABASE = "ferrox_bench_write"
 
 DESCRIPTION = "Archive write throughput: ArchiveWriter vs raw COPY vs bulk_create."
-
-
-def create_database(server: str, name: str) -> str:
-    """(Re)create ``name`` via the maintenance DB; point Django at it; return its URL."""
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"{server}/{name}"
-    # tests.settings reads DATABASE_URL when Django imports it, so set it first.
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    return url
-
-
-def drop_database(server: str, name: str) -> None:
-    from django.db import connections
-
-    connections.close_all()
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def make_records(n: int, seed: int = 1) -> list[Any]:

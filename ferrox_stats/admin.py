@@ -160,8 +160,25 @@ def _number(value: float | None) -> str:
     return EMPTY if value is None else f"{value:.1f}"
 
 
+class ReadOnlyRecords:
+    """Browse only: no add, change or delete.
+
+    Archived rows come from the writer and leave through the prune command; staff with
+    the view permission browse them.
+    """
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(FinishedRequest)
-class FinishedRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = (
         "finished_at",
         "request_id",
@@ -215,17 +232,6 @@ class FinishedRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ArchiveChangeList
 
-    # Rows come from the archive writer and leave through the prune command; staff
-    # with the view permission browse them.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     @admin.display(description="tokens (prompt → completion)")
     def tokens(self, obj: FinishedRequest) -> str:
         def show(n: int | None) -> str:
@@ -261,7 +267,7 @@ class FinishedRequestAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class DeadLetterAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("created_at", "replica", "request_id", "reason")
     search_fields = ("request_id__exact",)
     search_help_text = "Exact request id."
@@ -271,15 +277,6 @@ class DeadLetterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     show_full_result_count = False
     fields = ("created_at", "replica", "request_id", "instance", "reason", "payload_pretty")
     readonly_fields = ("payload_pretty",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="payload")
     def payload_pretty(self, obj: DeadLetter) -> str:
