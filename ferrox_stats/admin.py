@@ -292,17 +292,19 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "prefix",
         "can_read",
         "can_ingest",
+        "can_infer",
         "replica",
         "created_at",
         "last_used_at",
         "revoked_at",
     )
-    list_filter = ("can_read", "can_ingest")
+    list_filter = ("can_read", "can_ingest", "can_infer")
     search_fields = ("label__exact",)
     fields = (
         "label",
         "can_read",
         "can_ingest",
+        "can_infer",
         "replica",
         "prefix",
         "created_at",
@@ -315,7 +317,10 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
         # Scopes and replica are fixed once issued: a new purpose gets a new token.
         if obj is not None:
-            return (*self.readonly_fields, "label", "can_read", "can_ingest", "replica")
+            return (
+                *self.readonly_fields,
+                *("label", "can_read", "can_ingest", "can_infer", "replica"),
+            )
         return self.readonly_fields
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -326,7 +331,11 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return
         try:
             token, secret = tokens.issue(
-                obj.label, read=obj.can_read, ingest=obj.can_ingest, replica=obj.replica
+                obj.label,
+                read=obj.can_read,
+                ingest=obj.can_ingest,
+                infer=obj.can_infer,
+                replica=obj.replica,
             )
         except ValueError as exc:
             messages.error(request, str(exc))

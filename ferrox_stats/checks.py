@@ -11,6 +11,7 @@ from django.core.checks import CheckMessage, Error, Warning
 from django.utils.module_loading import import_string
 
 from .conf import DEFAULTS
+from .proxy.upstreams import UpstreamConfigError, parse
 
 # Keys that must be positive integers (E002) and positive seconds (E004).
 POSITIVE_INTS = (
@@ -19,6 +20,8 @@ POSITIVE_INTS = (
     "ARCHIVE_QUEUE_MAX",
     "ARCHIVE_BATCH_SIZE",
     "PRUNE_BATCH_SIZE",
+    "PROXY_MAX_BODY_BYTES",
+    "PROXY_MAX_CONNECTIONS",
 )
 POSITIVE_SECONDS = (
     "RATE_WINDOW_S",
@@ -26,6 +29,8 @@ POSITIVE_SECONDS = (
     "ARCHIVE_FLUSH_INTERVAL_S",
     "ARCHIVE_RETRY_MAX_S",
     "ARCHIVE_SHUTDOWN_DEADLINE_S",
+    "PROXY_CONNECT_TIMEOUT_S",
+    "PROXY_READ_TIMEOUT_S",
 )
 
 
@@ -163,6 +168,27 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                 "FERROX_STATS['ARCHIVE_DATABASE'] must name a database in DATABASES.",
                 hint=f"Got {alias!r}; known: {', '.join(settings.DATABASES)}.",
                 id="ferrox_stats.E008",
+            )
+        )
+
+    try:
+        parse(values["PROXY_UPSTREAMS"])
+    except UpstreamConfigError as exc:
+        errors.append(
+            Error(
+                f"FERROX_STATS['PROXY_UPSTREAMS'] {exc}.",
+                hint='Each upstream: {"BASE_URL": "http://host:port/v1", "API_KEY": None, '
+                '"MODELS": ["model-name"]}; see the README\'s pass-through section.',
+                id="ferrox_stats.E009",
+            )
+        )
+
+    if not isinstance(values["PROXY_REQUIRE_KEY"], bool):
+        errors.append(
+            Error(
+                "FERROX_STATS['PROXY_REQUIRE_KEY'] must be True or False.",
+                hint=f"Got {values['PROXY_REQUIRE_KEY']!r}.",
+                id="ferrox_stats.E010",
             )
         )
     return errors

@@ -60,6 +60,24 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a process trusts a token it checked before asking the database again
     # (a revocation elsewhere takes up to this long to reach it); 0 checks every time.
     "TOKEN_CACHE_S": 5.0,
+    # The OpenAI-compatible pass-through's upstream engines, by name: {"engine-a":
+    # {"BASE_URL": "http://10.0.0.5:8000/v1", "API_KEY": None, "MODELS": ["llama-3-8b"]}}.
+    # A request goes to the upstream that lists its model, else to the one without
+    # MODELS (or with "*"). "STREAM_USAGE": False stops asking that upstream for usage
+    # in streams (for an engine that rejects ``stream_options``).
+    "PROXY_UPSTREAMS": {},
+    # Whether the pass-through needs an API token with the infer scope; False lets
+    # anyone through (recorded with a null via_api_key).
+    "PROXY_REQUIRE_KEY": True,
+    # The largest request body the pass-through forwards (bytes).
+    "PROXY_MAX_BODY_BYTES": 8 * 1024 * 1024,
+    # Seconds to connect to an upstream (and to wait for a pooled connection).
+    "PROXY_CONNECT_TIMEOUT_S": 5.0,
+    # Seconds an upstream may stay silent (before its answer, or between two reads of
+    # a stream) before the request ends as upstream_timeout.
+    "PROXY_READ_TIMEOUT_S": 600.0,
+    # Connections this process keeps open to each upstream, at most.
+    "PROXY_MAX_CONNECTIONS": 256,
     # DRF throttle rates per scope ("<n>/<second|minute|hour|day>"); None: unthrottled.
     "THROTTLE_RATES": {
         "ferrox_stats_ingest": "600/minute",
@@ -179,6 +197,30 @@ class Settings:
     def THROTTLE_RATES(self) -> dict[str, str | None]:
         # A partial dict overrides only the scopes it names.
         return {**DEFAULTS["THROTTLE_RATES"], **(self._get("THROTTLE_RATES") or {})}
+
+    @property
+    def PROXY_UPSTREAMS(self) -> dict[str, dict[str, Any]]:
+        return dict(self._get("PROXY_UPSTREAMS") or {})
+
+    @property
+    def PROXY_REQUIRE_KEY(self) -> bool:
+        return bool(self._get("PROXY_REQUIRE_KEY"))
+
+    @property
+    def PROXY_MAX_BODY_BYTES(self) -> int:
+        return int(self._get("PROXY_MAX_BODY_BYTES"))
+
+    @property
+    def PROXY_CONNECT_TIMEOUT_S(self) -> float:
+        return float(self._get("PROXY_CONNECT_TIMEOUT_S"))
+
+    @property
+    def PROXY_READ_TIMEOUT_S(self) -> float:
+        return float(self._get("PROXY_READ_TIMEOUT_S"))
+
+    @property
+    def PROXY_MAX_CONNECTIONS(self) -> int:
+        return int(self._get("PROXY_MAX_CONNECTIONS"))
 
 
 conf = Settings()

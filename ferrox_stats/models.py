@@ -160,7 +160,8 @@ class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
 
 
 class ApiToken(models.Model):
-    """A credential for the REST API: read scope for pollers, ingest scope for replicas.
+    """A credential: read scope for pollers, ingest scope for replicas, and the infer
+    scope for clients of the OpenAI-compatible pass-through.
 
     Only a SHA-256 of the secret is stored (secrets are 256 random bits, so a slow
     hash adds nothing); the secret is shown once, when the token is issued. ``label``
@@ -173,6 +174,12 @@ class ApiToken(models.Model):
     secret_hash = models.CharField(max_length=64, unique=True, editable=False)
     can_read = models.BooleanField("read scope", default=True)
     can_ingest = models.BooleanField("ingest scope", default=False)
+    can_infer = models.BooleanField(
+        "infer scope",
+        default=False,
+        help_text="May call the OpenAI-compatible pass-through; its label is recorded as "
+        "via_api_key.",
+    )
     replica = models.CharField(
         max_length=200,
         blank=True,

@@ -27,7 +27,12 @@ def hash_secret(secret: str) -> str:
 
 
 def issue(
-    label: str, *, read: bool = True, ingest: bool = False, replica: str = ""
+    label: str,
+    *,
+    read: bool = True,
+    ingest: bool = False,
+    infer: bool = False,
+    replica: str = "",
 ) -> tuple[ApiToken, str]:
     """Create a token and return it with its secret, which is not stored and not shown again."""
     if ingest and not replica:
@@ -41,6 +46,7 @@ def issue(
             secret_hash=hash_secret(secret),
             can_read=read,
             can_ingest=ingest,
+            can_infer=infer,
             replica=replica,
         )
     return token, secret
@@ -82,6 +88,15 @@ class _RecentTokens:
 
 
 recent = _RecentTokens()
+
+
+def recently_checked(secret: str) -> ApiToken | None:
+    """The token this secret belongs to if this process checked it within
+    ``TOKEN_CACHE_S``, without asking the database (an async caller skips a thread hop)."""
+    ttl = conf.TOKEN_CACHE_S
+    if ttl <= 0 or not secret.startswith(SECRET_PREFIX):
+        return None
+    return recent.get(hash_secret(secret), live.get_recorder().clock.monotonic(), ttl)
 
 
 def check(secret: str) -> ApiToken | None:

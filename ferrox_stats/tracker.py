@@ -102,6 +102,11 @@ class Tracker:
         self._aborted: str | None = None
         self._ended = False
 
+    @property
+    def ended(self) -> bool:
+        """Whether the terminal report was made (the request left flight)."""
+        return self._ended
+
     # -- lifecycle -------------------------------------------------------------
 
     def begin(self) -> Tracker:
@@ -199,6 +204,14 @@ class Tracker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._exit(exc)
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """End the request as leaving its ``with`` block would, by ``exc`` if given.
+
+        For a feeder that hands a begun request to code that outlives the block (a
+        streamed response); a second end is a no-op.
+        """
         self._exit(exc)
 
     def _exit(self, exc: BaseException | None) -> None:

@@ -44,6 +44,8 @@ def test_w001_an_unknown_key_is_named(settings: Any) -> None:
         "ARCHIVE_QUEUE_MAX",
         "ARCHIVE_BATCH_SIZE",
         "PRUNE_BATCH_SIZE",
+        "PROXY_MAX_BODY_BYTES",
+        "PROXY_MAX_CONNECTIONS",
     ],
 )
 @pytest.mark.parametrize("value", [0, -1, 2.5, "1024", True, None])
@@ -76,6 +78,8 @@ def test_max_page_equal_to_the_ring_is_fine(settings: Any) -> None:
         {"ARCHIVE_SHUTDOWN_DEADLINE_S": -1.0},
         {"TOKEN_CACHE_S": -1},
         {"TOKEN_CACHE_S": "5"},
+        {"PROXY_CONNECT_TIMEOUT_S": 0},
+        {"PROXY_READ_TIMEOUT_S": None},
     ],
 )
 def test_e004_durations_are_positive_seconds(settings: Any, value: Any) -> None:
@@ -112,3 +116,35 @@ def test_the_check_is_registered_with_django(settings: Any) -> None:
 
 def test_e008_the_archive_database_is_a_known_alias(settings: Any) -> None:
     assert ids(settings, {"ARCHIVE_DATABASE": "archive"}) == ["ferrox_stats.E008"]
+
+
+@pytest.mark.parametrize(
+    "upstreams",
+    [
+        ["http://127.0.0.1:8001/v1"],
+        {"a": "http://127.0.0.1:8001/v1"},
+        {"a": {"BASE_URL": "127.0.0.1:8001"}},
+        {"a": {"BASE_URL": "http://a/v1", "MODEL": ["m"]}},
+        {"a": {"BASE_URL": "http://a/v1"}, "b": {"BASE_URL": "http://b/v1"}},
+        {
+            "a": {"BASE_URL": "http://a/v1", "MODELS": ["m"]},
+            "b": {"BASE_URL": "http://b/v1", "MODELS": ["m"]},
+        },
+    ],
+)
+def test_e009_upstreams_must_route_every_model_to_one_place(settings: Any, upstreams: Any) -> None:
+    assert ids(settings, {"PROXY_UPSTREAMS": upstreams}) == ["ferrox_stats.E009"]
+
+
+def test_e009_names_the_problem_and_never_the_key(settings: Any) -> None:
+    settings.FERROX_STATS = {
+        "PROXY_UPSTREAMS": {"a": {"BASE_URL": "ftp://a", "API_KEY": "sk-secret-value"}}
+    }
+    [message] = check_settings()
+    assert "upstream 'a' needs BASE_URL" in message.msg
+    assert "sk-secret-value" not in message.msg + str(message.hint)
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_e010_require_key_is_a_boolean(settings: Any, value: Any) -> None:
+    assert ids(settings, {"PROXY_REQUIRE_KEY": value}) == ["ferrox_stats.E010"]

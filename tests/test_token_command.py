@@ -29,6 +29,13 @@ def test_create_prints_the_secret_once_and_stores_only_its_hash() -> None:
     assert (token.replica, check(secret)) == ("gpu-a", token)
 
 
+def test_an_infer_token_for_the_pass_through() -> None:
+    output = run("create", "team-a", "--infer", "--no-read")
+    assert output.split("\n")[0] == "Token 'team-a' (infer). Its secret, shown only now:"
+    token = ApiToken.objects.get()
+    assert (token.can_infer, token.can_read, token.can_ingest) == (True, False, False)
+
+
 def test_list_shows_scopes_and_state_never_secrets() -> None:
     secret = run("create", "poller").split("\n")[1]
     run("create", "engine", "--ingest", "gpu-1", "--no-read")

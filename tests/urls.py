@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
+    path("", include("ferrox_stats.proxy.urls")),
     path("admin/", admin.site.urls),
     path("control/telemetry/", include("ferrox_stats.urls")),
 ]

@@ -21,6 +21,11 @@ class Command(BaseCommand):
         create.add_argument(
             "--ingest", metavar="REPLICA", help="Allow ingest, attributing records to REPLICA."
         )
+        create.add_argument(
+            "--infer",
+            action="store_true",
+            help="Allow calls to the OpenAI-compatible pass-through.",
+        )
         create.add_argument("--no-read", action="store_true", help="Without the read scope.")
         actions.add_parser("list", help="List tokens (never their secrets).")
         revoke_parser = actions.add_parser("revoke", help="Revoke a token by its label.")
@@ -29,18 +34,26 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action == "create":
-            self._create(options["label"], options["ingest"], not options["no_read"])
+            self._create(
+                options["label"], options["ingest"], not options["no_read"], options["infer"]
+            )
         elif action == "list":
             self._list()
         else:
             self._revoke(options["label"])
 
-    def _create(self, label: str, ingest_replica: str | None, read: bool) -> None:
-        if not read and not ingest_replica:
-            raise CommandError("A token needs a scope: drop --no-read or add --ingest REPLICA.")
+    def _create(self, label: str, ingest_replica: str | None, read: bool, infer: bool) -> None:
+        if not (read or ingest_replica or infer):
+            raise CommandError(
+                "A token needs a scope: drop --no-read, or add --ingest REPLICA or --infer."
+            )
         try:
             token, secret = issue(
-                label, read=read, ingest=bool(ingest_replica), replica=ingest_replica or ""
+                label,
+                read=read,
+                ingest=bool(ingest_replica),
+                infer=infer,
+                replica=ingest_replica or "",
             )
         except IntegrityError:
             raise CommandError(f"A token labelled {label!r} already exists.") from None
@@ -64,4 +77,5 @@ class Command(BaseCommand):
 
 
 def _scopes(token: ApiToken) -> list[str]:
-    return [name for name, on in (("read", token.can_read), ("ingest", token.can_ingest)) if on]
+    scopes = (("read", token.can_read), ("ingest", token.can_ingest), ("infer", token.can_infer))
+    return [name for name, on in scopes if on]

@@ -1,0 +1,163 @@
+"""What an upstream's answer says about the request: tokens, first token, finish reason.
+
+The answer itself passes on untouched; reading it only feeds the tracker. The one
+change: a usage chunk the pass-through asked for and the client did not is held back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..tracker import Tracker
+from .errors import UPSTREAM_STREAM_ERROR
+
+# SSE events end with a blank line; engines write \n, the spec also allows \r\n.
+_EVENT_ENDS = (b"\n\n", b"\r\n\r\n")
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def take_usage(tracker: Tracker, usage: Any) -> None:
+    """Exact token counts from an OpenAI ``usage`` object, when it is one."""
+    if not isinstance(usage, dict):
+        return
+    prompt = _int(usage.get("prompt_tokens"))
+    completion = _int(usage.get("completion_tokens"))
+    if prompt is not None:
+        tracker.prompt_tokens = prompt
+    if completion is not None:
+        tracker.completion_tokens = completion
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and (cached := _int(details.get("cached_tokens"))) is not None:
+        tracker.cached_tokens = cached
+
+
+def take_body(tracker: Tracker, body: bytes, *, embeddings: bool = False) -> None:
+    """Read a whole (non-streamed) answer: served model, finish reason, usage."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return
+    if not isinstance(document, dict):
+        return
+    if isinstance(model := document.get("model"), str):
+        tracker.model = model
+    choices = document.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        reason = choices[0].get("finish_reason")
+        if isinstance(reason, str):
+            tracker.finish_reason = reason
+    take_usage(tracker, document.get("usage"))
+    if embeddings and tracker.prompt_tokens is not None:
+        tracker.completion_tokens = 0  # an embedding generates nothing
+
+
+def _has_content(choice: dict[str, Any]) -> bool:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):  # chat: text, reasoning or a tool call is a token
+        return bool(
+            delta.get("content")
+            or delta.get("reasoning_content")
+            or delta.get("reasoning")
+            or delta.get("tool_calls")
+        )
+    return bool(choice.get("text"))  # completions
+
+
+class StreamReader:
+    """Splits an upstream's SSE bytes into events and reads each as it passes.
+
+    ``feed`` returns the complete events to send on now (the incomplete tail waits for
+    its end, so nothing is held longer than one event). Each content chunk counts one
+    completion token (the first stamps TTFT, the last ends decode); the usage chunk, if
+    the upstream sends one, makes the totals exact when the stream ends.
+    """
+
+    __slots__ = ("_pending", "_tracker", "done", "forward_usage")
+
+    def __init__(self, tracker: Tracker, *, forward_usage: bool) -> None:
+        self._tracker = tracker
+        self._pending = b""
+        # False when the pass-through added include_usage: the client never asked.
+        self.forward_usage = forward_usage
+        # Whether the upstream ended its stream properly ("data: [DONE]").
+        self.done = False
+
+    def feed(self, data: bytes) -> bytes:
+        buffer = self._pending + data if self._pending else data
+        out: list[bytes] = []
+        start = 0
+        while True:
+            end, width = self._next_end(buffer, start)
+            if end < 0:
+                break
+            event = buffer[start : end + width]
+            if self._read(buffer[start:end]):
+                out.append(event)
+            start = end + width
+        self._pending = buffer[start:]
+        if start == len(buffer) and len(out) == 1:
+            return out[0]
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        """What is left when the upstream stops: an event without its blank line."""
+        rest, self._pending = self._pending, b""
+        if rest.strip():
+            self._read(rest)
+        return rest
+
+    @staticmethod
+    def _next_end(buffer: bytes, start: int) -> tuple[int, int]:
+        found, width = -1, 0
+        for marker in _EVENT_ENDS:
+            at = buffer.find(marker, start)
+            if at >= 0 and (found < 0 or at < found):
+                found, width = at, len(marker)
+        return found, width
+
+    def _read(self, event: bytes) -> bool:
+        """Account for one event; whether it goes on to the client."""
+        data = [
+            line[5:].removeprefix(b" ") for line in event.splitlines() if line.startswith(b"data:")
+        ]
+        if not data:
+            return True
+        payload = data[0] if len(data) == 1 else b"\n".join(data)
+        if payload == b"[DONE]":
+            self.done = True
+            return True
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            return True
+        if not isinstance(chunk, dict):
+            return True
+        tracker = self._tracker
+        if "error" in chunk:
+            tracker.error = UPSTREAM_STREAM_ERROR
+            return True
+        if isinstance(model := chunk.get("model"), str):
+            tracker.model = model
+        choices = chunk.get("choices")
+        if isinstance(choices, list):
+            produced = 0
+            for choice in choices:
+                if not isinstance(choice, dict):
+                    continue
+                if _has_content(choice):
+                    produced += 1
+                if isinstance(reason := choice.get("finish_reason"), str):
+                    tracker.finish_reason = reason
+            if produced:
+                tracker.tokens(completion=produced)
+        usage = chunk.get("usage")
+        if usage is not None:
+            take_usage(tracker, usage)
+            # The usage-only chunk the client did not ask for is held back.
+            if choices == [] and not self.forward_usage:
+                return False
+        return True

@@ -1,0 +1,57 @@
+"""Who may call the pass-through: an API token with the infer scope."""
+
+from __future__ import annotations
+
+import asyncio
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, JsonResponse
+
+from .. import tokens
+from ..conf import conf
+from ..models import ApiToken
+from .errors import error_response
+
+
+async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
+    """The caller's token, ``None`` for an anonymous caller the settings let in, or the
+    error to answer with. A key that is sent is always checked, even when not required."""
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret:
+        if not conf.PROXY_REQUIRE_KEY:
+            return None
+        return error_response(
+            401,
+            "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+            code="missing_api_key",
+        )
+    token = tokens.recently_checked(secret) or await _checked(secret)
+    if token is None:
+        # Never echo what was sent: it may be someone's real key.
+        return error_response(401, "Incorrect API key provided.", code="invalid_api_key")
+    if not token.can_infer:
+        return error_response(
+            403,
+            f"The API key {token.label!r} may not call the pass-through (no infer scope).",
+            "permission_error",
+            code="insufficient_scope",
+        )
+    return token
+
+
+# Checks under way, by event loop and digest: a burst of requests with a key this
+# process has not checked yet makes one database query, not one (and one thread
+# and connection: Django gives each ASGI request its own) per request.
+_checks: dict[tuple[int, str], asyncio.Task[ApiToken | None]] = {}
+
+
+async def _checked(secret: str) -> ApiToken | None:
+    key = (id(asyncio.get_running_loop()), tokens.hash_secret(secret))
+    check = _checks.get(key)
+    if check is None:
+        check = asyncio.ensure_future(sync_to_async(tokens.check)(secret))
+        _checks[key] = check
+        check.add_done_callback(lambda _: _checks.pop(key, None))
+    # Shielded: a caller that leaves must not cancel the check the others wait on.
+    return await asyncio.shield(check)

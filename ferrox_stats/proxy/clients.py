@@ -1,0 +1,54 @@
+"""Pooled HTTP clients to the upstreams: one ``httpx.AsyncClient`` per upstream and
+event loop, so connections are reused across requests instead of opened per request.
+
+A client's connections belong to the loop that opened them; an ASGI server runs one
+loop per process, so in practice this is one client per upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+
+import httpx
+
+from ..conf import conf
+from .upstreams import Upstream
+
+_lock = threading.Lock()
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Upstream, httpx.AsyncClient]]
+_clients = weakref.WeakKeyDictionary()
+
+
+def client_for(upstream: Upstream) -> httpx.AsyncClient:
+    """The running loop's client for ``upstream``, made on first use."""
+    loop = asyncio.get_running_loop()
+    with _lock:
+        per_loop = _clients.setdefault(loop, {})
+        client = per_loop.get(upstream)
+        if client is None or client.is_closed:
+            client = per_loop[upstream] = _new_client()
+    return client
+
+
+def _new_client() -> httpx.AsyncClient:
+    connect = conf.PROXY_CONNECT_TIMEOUT_S
+    limit = conf.PROXY_MAX_CONNECTIONS
+    return httpx.AsyncClient(
+        # read: the longest silence from an upstream, before its answer or mid-stream.
+        timeout=httpx.Timeout(conf.PROXY_READ_TIMEOUT_S, connect=connect, pool=connect),
+        limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
+        # An upstream is addressed directly: HTTP_PROXY meant for the outside world
+        # must not capture engine traffic.
+        trust_env=False,
+    )
+
+
+async def aclose_clients() -> None:
+    """Close the running loop's clients (a server's shutdown, a test's teardown)."""
+    loop = asyncio.get_running_loop()
+    with _lock:
+        clients = list(_clients.pop(loop, {}).values())
+    for client in clients:
+        await client.aclose()

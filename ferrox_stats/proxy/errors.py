@@ -1,0 +1,43 @@
+"""OpenAI-style errors, and the short ``error`` values the pass-through records."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import JsonResponse
+
+# What a record's ``error`` says when the upstream, not the client, failed it.
+UPSTREAM_TIMEOUT = "upstream_timeout"  # silent past PROXY_READ_TIMEOUT_S, or no connection
+UPSTREAM_UNREACHABLE = "upstream_unreachable"  # connection refused, reset, DNS …
+UPSTREAM_BROKEN = "upstream_broken_stream"  # a stream that ended without its [DONE]
+UPSTREAM_STREAM_ERROR = "upstream_stream_error"  # an error event inside a stream
+
+
+def upstream_status_error(status: int) -> str | None:
+    """The error recorded for an upstream answer: 5xx is the engine's failure; a 4xx
+    is the client's request, recorded by its status alone."""
+    return f"upstream_{status}" if status >= 500 else None
+
+
+def error_body(
+    message: str, type_: str, *, code: str | None = None, param: str | None = None
+) -> dict[str, dict[str, str | None]]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def error_response(
+    status: int,
+    message: str,
+    type_: str = "invalid_request_error",
+    *,
+    code: str | None = None,
+    param: str | None = None,
+) -> JsonResponse:
+    """An OpenAI-shaped error, as the SDKs parse it into ``APIStatusError``."""
+    return JsonResponse(error_body(message, type_, code=code, param=param), status=status)
+
+
+def sse_error_event(message: str, code: str) -> bytes:
+    """An error inside a stream already under way: the SDKs raise it as ``APIError``."""
+    body = error_body(message, "server_error", code=code)
+    return b"data: " + json.dumps(body).encode() + b"\n\n"

@@ -1,0 +1,76 @@
+"""``GET /v1/models``: what the upstreams serve, as one OpenAI model list."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import httpx
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from .auth import authorize
+from .clients import client_for
+from .errors import UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE, error_response
+from .relay import asgi_only
+from .upstreams import Upstream, routing
+
+logger = logging.getLogger(__name__)
+
+
+async def list_models(request: HttpRequest) -> HttpResponse:
+    """One upstream's list is passed on as it is; several are merged (first listing of a
+    model wins), leaving out models another upstream is routed to and upstreams that
+    fail (logged). Not recorded: it is not inference."""
+    if refused := asgi_only(request):
+        return refused
+    if request.method != "GET":
+        return error_response(405, f"{request.method} is not allowed here; use GET.")
+    caller = await authorize(request)
+    if isinstance(caller, JsonResponse):
+        return caller
+    routes = routing()
+    upstreams = routes.upstreams
+    if not upstreams:
+        return JsonResponse({"object": "list", "data": []})
+    if len(upstreams) == 1:
+        return await _passed_on(upstreams[0])
+    answers = await asyncio.gather(*(_models_of(upstream) for upstream in upstreams))
+    merged: dict[str, dict[str, Any]] = {}
+    for upstream, models in zip(upstreams, answers, strict=True):
+        for model in models:
+            name = model.get("id")
+            if isinstance(name, str) and name not in merged and routes.for_model(name) == upstream:
+                merged[name] = model
+    return JsonResponse({"object": "list", "data": list(merged.values())})
+
+
+async def _passed_on(upstream: Upstream) -> HttpResponse:
+    try:
+        answer = await client_for(upstream).get(upstream.url("models"), headers=_auth(upstream))
+    except httpx.TimeoutException:
+        return error_response(
+            504, "The upstream did not answer in time.", "server_error", code=UPSTREAM_TIMEOUT
+        )
+    except httpx.TransportError:
+        return error_response(
+            502, "The upstream could not be reached.", "server_error", code=UPSTREAM_UNREACHABLE
+        )
+    content_type = answer.headers.get("content-type", "application/json")
+    return HttpResponse(answer.content, status=answer.status_code, content_type=content_type)
+
+
+async def _models_of(upstream: Upstream) -> list[dict[str, Any]]:
+    try:
+        answer = await client_for(upstream).get(upstream.url("models"), headers=_auth(upstream))
+        answer.raise_for_status()
+        data = json.loads(answer.content).get("data")
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        logger.warning("models of upstream %r left out: %s", upstream.name, type(exc).__name__)
+        return []
+    return [model for model in data if isinstance(model, dict)] if isinstance(data, list) else []
+
+
+def _auth(upstream: Upstream) -> dict[str, str]:
+    return {"Authorization": f"Bearer {upstream.api_key}"} if upstream.api_key else {}

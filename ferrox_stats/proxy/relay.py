@@ -1,0 +1,236 @@
+"""One pass-through request: read and check it, forward it, record it, answer."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+
+from .. import live
+from ..conf import conf
+from ..tracker import Tracker
+from .accounting import StreamReader, take_body
+from .auth import authorize
+from .clients import client_for
+from .errors import (
+    UPSTREAM_TIMEOUT,
+    UPSTREAM_UNREACHABLE,
+    error_response,
+    upstream_status_error,
+)
+from .stream import RelayStream
+from .upstreams import Upstream, routing
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """An inference endpoint: its public path (what records name) and its upstream path."""
+
+    path: str
+    upstream_path: str
+    may_stream: bool
+
+
+CHAT = Route("/v1/chat/completions", "chat/completions", may_stream=True)
+COMPLETIONS = Route("/v1/completions", "completions", may_stream=True)
+EMBEDDINGS = Route("/v1/embeddings", "embeddings", may_stream=False)
+
+
+def asgi_only(request: HttpRequest) -> JsonResponse | None:
+    """Under WSGI an async view gets a new event loop per request: no pooled connection
+    would survive it and a stream would be buffered whole. Refuse, and say why."""
+    if isinstance(request, ASGIRequest):
+        return None
+    return error_response(
+        501,
+        "The pass-through needs an ASGI server (uvicorn, daphne, hypercorn).",
+        "server_error",
+        code="asgi_required",
+    )
+
+
+async def relay(request: HttpRequest, route: Route) -> HttpResponse | StreamingHttpResponse:
+    """Answer one inference request through its upstream, recording it on the way.
+
+    Requests refused for their credentials are not recorded: nobody is accountable
+    for them. Every other one is, whatever its end.
+    """
+    if refused := asgi_only(request):
+        return refused
+    if request.method != "POST":
+        return error_response(405, f"{request.method} is not allowed here; use POST.")
+    caller = await authorize(request)
+    if isinstance(caller, JsonResponse):
+        return caller
+    # "req_…" like OpenAI's x-request-id: unique per request whatever ids engines use.
+    request_id = f"req_{uuid.uuid4().hex}"
+    tracker = live.track(
+        route=route.path,
+        request_id=request_id,
+        client=request.META.get("REMOTE_ADDR") or None,
+        via_api_key=caller.label if caller is not None else None,
+    ).begin()
+    try:
+        response = await _forward(request, route, tracker)
+    except BaseException as exc:  # cancelled (the client left) or a bug: end it as such
+        tracker.close(exc)
+        raise
+    response["X-Request-Id"] = request_id
+    return response
+
+
+async def _forward(
+    request: HttpRequest, route: Route, tracker: Tracker
+) -> HttpResponse | StreamingHttpResponse:
+    body = _read_body(request)
+    if isinstance(body, JsonResponse):
+        tracker.finish(status=body.status_code)
+        return body
+    document, raw = body
+    model = document["model"]
+    tracker.model = model
+    stream = route.may_stream and document.get("stream") is True
+    tracker.stream = stream
+    upstream = routing().for_model(model)
+    if upstream is None:
+        tracker.finish(status=404)
+        return error_response(
+            404,
+            f"The model {model!r} does not exist or is not served here.",
+            param="model",
+            code="model_not_found",
+        )
+    content, forward_usage = _upstream_body(document, raw, upstream, stream)
+    client = client_for(upstream)
+    outgoing = client.build_request(
+        "POST",
+        upstream.url(route.upstream_path),
+        content=content,
+        headers=_upstream_headers(upstream, tracker.request_id, stream),
+    )
+    try:
+        answer = await client.send(outgoing, stream=stream)
+    except httpx.TimeoutException:
+        tracker.finish(status=504, error=UPSTREAM_TIMEOUT)
+        return error_response(
+            504,
+            f"The upstream {upstream.name!r} did not answer in time.",
+            "server_error",
+            code=UPSTREAM_TIMEOUT,
+        )
+    except httpx.TransportError:
+        tracker.finish(status=502, error=UPSTREAM_UNREACHABLE)
+        return error_response(
+            502,
+            f"The upstream {upstream.name!r} could not be reached.",
+            "server_error",
+            code=UPSTREAM_UNREACHABLE,
+        )
+    tracker.status = answer.status_code
+    content_type = answer.headers.get("content-type", "application/json")
+    if stream and answer.status_code == 200:
+        relayed = StreamingHttpResponse(
+            RelayStream(tracker, answer, StreamReader(tracker, forward_usage=forward_usage)),
+            content_type=content_type,
+        )
+        relayed["Cache-Control"] = "no-cache"
+        relayed["X-Accel-Buffering"] = "no"  # nginx in front must not hold events back
+        return relayed
+    if stream:  # an error answer to a stream request: read it whole
+        try:
+            await answer.aread()
+        finally:
+            await answer.aclose()
+    return _whole_answer(tracker, route, upstream, answer, content_type)
+
+
+def _whole_answer(
+    tracker: Tracker, route: Route, upstream: Upstream, answer: httpx.Response, content_type: str
+) -> HttpResponse:
+    status = answer.status_code
+    if status < 400:
+        take_body(tracker, answer.content, embeddings=route is EMBEDDINGS)
+        tracker.finish()
+        return HttpResponse(answer.content, status=status, content_type=content_type)
+    tracker.finish(error=upstream_status_error(status))
+    if _is_openai_error(answer.content):
+        return HttpResponse(answer.content, status=status, content_type=content_type)
+    # Not an OpenAI error object (a proxy's HTML page, say): say what happened instead.
+    return error_response(
+        status,
+        f"The upstream {upstream.name!r} answered {status}.",
+        "server_error" if status >= 500 else "invalid_request_error",
+        code=f"upstream_{status}",
+    )
+
+
+def _is_openai_error(body: bytes) -> bool:
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(document, dict) and isinstance(document.get("error"), dict)
+
+
+def _read_body(request: HttpRequest) -> tuple[dict[str, Any], bytes] | JsonResponse:
+    """The request's JSON object and its bytes, or the 4xx that refuses it."""
+    limit = conf.PROXY_MAX_BODY_BYTES
+    declared = request.headers.get("Content-Length", "")
+    too_big = error_response(
+        413, f"The request body is larger than {limit} bytes.", code="request_too_large"
+    )
+    if declared.isdigit() and int(declared) > limit:
+        return too_big
+    # read(), not .body: .body applies DATA_UPLOAD_MAX_MEMORY_SIZE, not our limit.
+    raw = request.read(limit + 1)
+    if len(raw) > limit:
+        return too_big
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        return error_response(400, "We could not parse the JSON body of your request.")
+    if not isinstance(document, dict):
+        return error_response(400, "The request body must be a JSON object.")
+    model = document.get("model")
+    if not isinstance(model, str) or not model:
+        return error_response(400, "You must provide a model parameter.", param="model")
+    if document.get("stream") not in (None, True, False):
+        return error_response(400, "'stream' must be true or false.", param="stream")
+    if not isinstance(document.get("stream_options", {}), dict | None):
+        return error_response(400, "'stream_options' must be an object.", param="stream_options")
+    return document, raw
+
+
+def _upstream_body(
+    document: dict[str, Any], raw: bytes, upstream: Upstream, stream: bool
+) -> tuple[bytes, bool]:
+    """What to send upstream, and whether a usage chunk in the answer goes on to the client.
+
+    A stream asks for usage (exact token counts) unless the client already did or the
+    upstream cannot; the usage chunk then stays here. Otherwise the client's bytes go
+    on as they came.
+    """
+    options = document.get("stream_options") or {}
+    if not stream or not upstream.stream_usage or options.get("include_usage") is True:
+        return raw, True
+    asked = {**document, "stream_options": {**options, "include_usage": True}}
+    return json.dumps(asked, ensure_ascii=False, separators=(",", ":")).encode(), False
+
+
+def _upstream_headers(upstream: Upstream, request_id: str | None, stream: bool) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream" if stream else "application/json",
+        # Compressed events could not be relayed one by one.
+        "Accept-Encoding": "identity",
+    }
+    if request_id:
+        headers["X-Request-Id"] = request_id
+    if upstream.api_key:
+        headers["Authorization"] = f"Bearer {upstream.api_key}"
+    return headers

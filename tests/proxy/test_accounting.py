@@ -1,0 +1,144 @@
+"""Reading upstream answers as they pass (``ferrox_stats.proxy.accounting``)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ferrox_stats import live
+from ferrox_stats.proxy.accounting import StreamReader, take_body
+from ferrox_stats.tracker import Tracker
+from tests.conftest import FakeClock
+
+
+def _event(payload: Any, end: bytes = b"\n\n") -> bytes:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    return b"data: " + text.encode() + end
+
+
+def _chunk(content: str | None = None, finish: str | None = None) -> dict[str, Any]:
+    delta = {} if content is None else {"content": content}
+    return {
+        "model": "served-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+ROLE = _event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+TOKENS = [_event(_chunk(word)) for word in ("a ", "b ", "c ")]
+FINISH = _event(_chunk(finish="stop"))
+USAGE = _event(
+    {
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 9,
+            "completion_tokens": 3,
+            "prompt_tokens_details": {"cached_tokens": 4},
+        },
+    }
+)
+DONE = b"data: [DONE]\n\n"
+STREAM = ROLE + b"".join(TOKENS) + FINISH + USAGE + DONE
+
+
+def _tracker() -> Tracker:
+    return live.reset(FakeClock()).track(route="/v1/chat/completions").begin()
+
+
+def _relay(pieces: list[bytes], forward_usage: bool) -> tuple[bytes, Tracker, StreamReader]:
+    tracker = _tracker()
+    reader = StreamReader(tracker, forward_usage=forward_usage)
+    out = b"".join(reader.feed(piece) for piece in pieces) + reader.flush()
+    return out, tracker, reader
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_any_split_of_the_bytes_relays_the_same_events(cuts: list[int]) -> None:
+    bounds = [0, *sorted(cuts), len(STREAM)]
+    pieces = [STREAM[a:b] for a, b in itertools.pairwise(bounds)]
+    out, tracker, reader = _relay(pieces, forward_usage=False)
+    assert out == STREAM.replace(USAGE, b"")  # the usage chunk nobody asked for stays here
+    assert reader.done
+    assert (tracker.prompt_tokens, tracker.completion_tokens, tracker.cached_tokens) == (9, 3, 4)
+    assert (tracker.finish_reason, tracker.model) == ("stop", "served-model")
+    live.reset()
+
+
+def test_a_client_that_asked_for_usage_gets_it() -> None:
+    out, _, _ = _relay([STREAM], forward_usage=True)
+    assert out == STREAM
+
+
+def test_every_content_chunk_is_a_token_as_it_arrives() -> None:
+    clock = FakeClock()
+    tracker = live.reset(clock).track().begin()
+    reader = StreamReader(tracker, forward_usage=True)
+    reader.feed(ROLE)
+    clock.advance(0.25)
+    reader.feed(TOKENS[0])
+    clock.advance(0.5)
+    reader.feed(TOKENS[1] + TOKENS[2][:10])  # half an event waits for its end
+    clock.advance(0.5)
+    reader.feed(TOKENS[2][10:] + FINISH + DONE)
+    tracker.finish(status=200)
+    (record,) = [r for _, r in live.get_recorder().stats.since(0, 10).rows]
+    assert record.ttft_ms == 250.0
+    assert record.decode_ms == 1000.0
+    assert record.completion_tokens == 3  # counted from the chunks: no usage came
+    live.reset()
+
+
+def test_crlf_events_multiline_data_and_comments_pass_untouched() -> None:
+    stream = (
+        b": keep-alive\n\n"
+        + _event(_chunk("x"), end=b"\r\n\r\n")
+        + b'data: {"choices": [{"index": 0,\ndata: "text": "y"}]}\n\n'
+        + b"data: not json\n\n"
+        + DONE
+    )
+    out, tracker, reader = _relay([stream], forward_usage=False)
+    assert out == stream
+    assert reader.done
+    assert tracker.completion_tokens is None
+    assert tracker._completion_seen == 2
+
+
+def test_an_error_event_marks_the_request() -> None:
+    _, tracker, _ = _relay([_event({"error": {"message": "engine died"}})], forward_usage=True)
+    assert tracker.error == "upstream_stream_error"
+
+
+def test_a_stream_without_done_is_not_done() -> None:
+    _, _, reader = _relay([ROLE, TOKENS[0]], forward_usage=True)
+    assert not reader.done
+
+
+def test_tool_calls_and_reasoning_count_as_tokens() -> None:
+    tool = {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "f"}}]}}]}
+    thought = {"choices": [{"delta": {"reasoning_content": "hmm"}}]}
+    _, tracker, _ = _relay([_event(tool), _event(thought)], forward_usage=True)
+    assert tracker._completion_seen == 2
+
+
+def test_whole_answers() -> None:
+    tracker = _tracker()
+    body = {
+        "model": "m-1",
+        "choices": [{"message": {"content": "hi"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
+    take_body(tracker, json.dumps(body).encode())
+    assert (tracker.model, tracker.finish_reason) == ("m-1", "length")
+    assert (tracker.prompt_tokens, tracker.completion_tokens) == (3, 2)
+    embedded = _tracker()
+    take_body(embedded, b'{"usage": {"prompt_tokens": 4, "total_tokens": 4}}', embeddings=True)
+    assert (embedded.prompt_tokens, embedded.completion_tokens) == (4, 0)
+    odd = _tracker()
+    for junk in (b"", b"[1]", b"{bad", b'{"usage": "none", "choices": [7]}'):
+        take_body(odd, junk)
+    assert (odd.prompt_tokens, odd.finish_reason) == (None, None)
+    live.reset()

@@ -1,0 +1,71 @@
+"""The relay of a streamed answer (``ferrox_stats.proxy.stream``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+
+import httpx
+
+from ferrox_stats import live
+from ferrox_stats.proxy.accounting import StreamReader
+from ferrox_stats.proxy.stream import RelayStream
+from tests.conftest import FakeClock
+
+
+class Upstream(httpx.AsyncByteStream):
+    """An upstream answer's body, not yet read."""
+
+    def __init__(self, *parts: bytes) -> None:
+        self.parts = parts
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            yield part
+
+
+def _answer(*parts: bytes) -> httpx.Response:
+    return httpx.Response(200, stream=Upstream(*parts))
+
+
+def test_a_stream_django_never_started_still_ends_its_request() -> None:
+    """The client left before the first byte: Django never iterates the content, and
+    calls ``close()`` from a worker thread. That alone must end the request."""
+    recorder = live.reset(FakeClock())
+
+    async def scenario() -> tuple[bool, bool]:
+        tracker = recorder.track(route="/v1/chat/completions", stream=True).begin()
+        answer = _answer(b"data: [DONE]\n\n")
+        relay = RelayStream(tracker, answer, StreamReader(tracker, forward_usage=True))
+        closer = threading.Thread(target=relay.close)
+        closer.start()
+        closer.join()
+        for _ in range(5):  # the loop runs what close() handed it
+            await asyncio.sleep(0)
+        return tracker.ended, answer.is_closed
+
+    assert asyncio.run(scenario()) == (True, True)
+    (record,) = [r for _, r in recorder.stats.since(0, 10).rows]
+    assert record.aborted == "client_disconnect"
+    assert recorder.serving.active == 0
+    live.reset()
+
+
+def test_a_finished_stream_is_not_ended_twice_by_close() -> None:
+    recorder = live.reset(FakeClock())
+
+    async def scenario() -> list[bytes]:
+        tracker = recorder.track(stream=True).begin()
+        tracker.status = 200
+        answer = _answer(b"data: [DONE]\n\n")
+        relay = RelayStream(tracker, answer, StreamReader(tracker, forward_usage=True))
+        sent = [part async for part in relay]
+        relay.close()
+        await asyncio.sleep(0)
+        return sent
+
+    assert asyncio.run(scenario()) == [b"data: [DONE]\n\n"]
+    (record,) = [r for _, r in recorder.stats.since(0, 10).rows]
+    assert (record.aborted, record.error, record.status) == (None, None, 200)
+    live.reset()
