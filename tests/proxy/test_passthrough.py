@@ -11,7 +11,8 @@ import openai
 import pytest
 
 from ferrox_stats.loadgen.engine import SimulatedEngine
-from tests.proxy.conftest import UPSTREAM_KEY, Plane, no_pause
+from tests.asgi_server import serve
+from tests.proxy.conftest import UPSTREAM_KEY, Plane, no_pause, set_proxy, upstreams
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -189,24 +190,24 @@ def test_completions_stream_is_the_engines(plane: Plane) -> None:
 
 
 def test_async_client_streams_and_whole_answers(plane: Plane) -> None:
-    async def run() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def run() -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
         async with async_sdk(plane.base, plane.secret) as client:
             stream = await client.chat.completions.create(**STREAM_ASK)
             chunks = [chunk.model_dump() async for chunk in stream]
             whole = await client.completions.create(model="sim-small", prompt="x", max_tokens=2)
-            return chunks, whole.model_dump()
+            vectors = await client.embeddings.create(model="sim-large", input="a b c")
+            return chunks, whole.model_dump(), vectors.model_dump()
 
-    chunks, whole = asyncio.run(run())
-    assert chunks == _chunks(direct(plane).chat.completions.create(**STREAM_ASK))
-    assert (
-        whole
-        == direct(plane)
-        .completions.create(model="sim-small", prompt="x", max_tokens=2)
-        .model_dump()
-    )
-    streamed, answered = plane.entries()
+    chunks, whole, vectors = asyncio.run(run())
+    straight = direct(plane)
+    assert chunks == _chunks(straight.chat.completions.create(**STREAM_ASK))
+    ask: dict[str, Any] = {"model": "sim-small", "prompt": "x", "max_tokens": 2}
+    assert whole == straight.completions.create(**ask).model_dump()
+    assert vectors == straight.embeddings.create(model="sim-large", input="a b c").model_dump()
+    streamed, answered, embedded = plane.entries()
     assert (streamed["stream"], streamed["completion_tokens"]) == (True, 6)
     assert (answered["stream"], answered["completion_tokens"]) == (False, 2)
+    assert (embedded["route"], embedded["prompt_tokens"]) == ("/v1/embeddings", 3)
 
 
 def test_models_list_is_the_engines(plane: Plane) -> None:
@@ -242,9 +243,6 @@ def test_hundred_concurrent_streams_are_each_recorded_once(plane: Plane) -> None
 
 
 def test_routes_by_model_to_the_upstream_that_serves_it(plane: Plane, settings: Any) -> None:
-    from tests.asgi_server import serve
-    from tests.proxy.conftest import set_proxy, upstreams
-
     other = SimulatedEngine(models=("other-model",), api_key=UPSTREAM_KEY)
     with serve(other) as other_url:
         routes = upstreams(sim=plane.engine_url, other=other_url)
@@ -257,3 +255,22 @@ def test_routes_by_model_to_the_upstream_that_serves_it(plane: Plane, settings: 
     assert [seen.body["model"] for seen in other.requests if seen.body] == ["other-model"]
     assert [seen.body["model"] for seen in plane.engine.requests if seen.body] == ["sim-small"]
     assert listed == ["other-model", "sim-large", "sim-small"]
+
+
+def test_connections_to_the_upstream_are_pooled(plane: Plane, settings: Any) -> None:
+    peers: list[tuple[str, int]] = []
+    engine = SimulatedEngine(api_key=UPSTREAM_KEY, pause=no_pause)
+
+    async def watched(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            peers.append(scope["client"])
+        await engine(scope, receive, send)
+
+    with serve(watched) as url:
+        set_proxy(settings, PROXY_UPSTREAMS=upstreams(watched=url))
+        client = through(plane)
+        for _ in range(3):
+            client.chat.completions.create(model="sim-small", messages=MESSAGES)
+            list(client.chat.completions.create(model="sim-small", messages=MESSAGES, stream=True))
+    assert len(peers) == 6
+    assert len(set(peers)) == 1  # one connection, kept alive, for all six
