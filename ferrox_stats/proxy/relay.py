@@ -133,7 +133,8 @@ async def _forward(
         )
     tracker.status = answer.status_code
     content_type = answer.headers.get("content-type", "application/json")
-    if stream and answer.status_code == 200:
+    # An engine that answers a stream request with a whole JSON body is relayed whole.
+    if stream and answer.status_code == 200 and content_type.startswith("text/event-stream"):
         relayed = StreamingHttpResponse(
             RelayStream(tracker, answer, StreamReader(tracker, forward_usage=forward_usage)),
             content_type=content_type,
@@ -141,7 +142,7 @@ async def _forward(
         relayed["Cache-Control"] = "no-cache"
         relayed["X-Accel-Buffering"] = "no"  # nginx in front must not hold events back
         return relayed
-    if stream:  # an error answer to a stream request: read it whole
+    if stream:  # not a stream after all (an error, say): read it whole
         try:
             await answer.aread()
         finally:

@@ -274,3 +274,31 @@ def test_connections_to_the_upstream_are_pooled(plane: Plane, settings: Any) -> 
             list(client.chat.completions.create(model="sim-small", messages=MESSAGES, stream=True))
     assert len(peers) == 6
     assert len(set(peers)) == 1  # one connection, kept alive, for all six
+
+
+def test_an_engine_answering_a_stream_request_whole_is_relayed_whole(
+    plane: Plane, settings: Any
+) -> None:
+    body = (
+        b'{"id": "x", "object": "chat.completion", "model": "sim-small", "choices": [{"index": 0,'
+        b' "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],'
+        b' "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}}'
+    )
+
+    async def ignores_stream(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    with serve(ignores_stream) as url:
+        set_proxy(settings, PROXY_UPSTREAMS=upstreams(plain=url))
+        answer = httpx.post(
+            f"{plane.base}/chat/completions",
+            json={"model": "sim-small", "messages": MESSAGES, "stream": True},
+            headers={"Authorization": f"Bearer {plane.secret}"},
+        )
+    assert answer.content == body
+    recorded = plane.only_entry()
+    assert (recorded["stream"], recorded["completion_tokens"], recorded["error"]) == (True, 1, None)
