@@ -12,6 +12,7 @@ import pytest
 from django.core.asgi import get_asgi_application
 
 from ferrox_stats import live, tokens
+from ferrox_stats.asgi import wrap
 from ferrox_stats.core.requests import Record, entry
 from ferrox_stats.loadgen.engine import SimulatedEngine
 from ferrox_stats.proxy.clients import aclose_clients
@@ -56,10 +57,11 @@ def _completion_seen() -> int:
 
 
 class LoopCapture:
-    """The Django ASGI app, remembering the loop it is served on (to close its clients)."""
+    """The project's ASGI app as the README serves it (``ferrox_stats.asgi.wrap``),
+    remembering the loop it is served on (to close its clients)."""
 
-    def __init__(self) -> None:
-        self.app = get_asgi_application()
+    def __init__(self, **options: Any) -> None:
+        self.app = wrap(get_asgi_application(), **options)
         self.loop: asyncio.AbstractEventLoop | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
