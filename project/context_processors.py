@@ -25,4 +25,10 @@ def first_url(*names: str) -> str | None:
 
 
 def links(request: HttpRequest) -> dict[str, str | None]:
-    return {key: first_url(*names) for key, names in PLACES.items()}
+    found = {key: first_url(*names) for key, names in PLACES.items()}
+    # Clients want the pass-through's base URL (…/v1), the one before its routes.
+    models = first_url("ferrox_stats_proxy:models")
+    found["openai_base_url"] = (
+        request.build_absolute_uri(models.removesuffix("/models")) if models else None
+    )
+    return found

@@ -61,6 +61,8 @@ TEMPLATES = [
     },
 ]
 
+# The demo serves under ASGI (uvicorn project.asgi:application): the pass-through needs it.
+ASGI_APPLICATION = "project.asgi.application"
 WSGI_APPLICATION = "project.wsgi.application"
 
 DATABASES = {
@@ -87,6 +89,14 @@ LOGOUT_REDIRECT_URL = "home"
 
 FERROX_STATS = {
     "REPLICA": os.environ.get("FERROX_STATS_REPLICA") or "demo-control-plane",
+    # The pass-through (/v1/...) forwards every model to one engine: in the demo, the
+    # simulated one that scripts/demo.sh starts (python -m ferrox_stats.loadgen.engine).
+    "PROXY_UPSTREAMS": {
+        "demo-engine": {
+            "BASE_URL": os.environ.get("FERROX_DEMO_ENGINE_URL", "http://127.0.0.1:8001/v1"),
+            "API_KEY": None,
+        },
+    },
 }
 
 # The demo server plays plausible traffic through its in-process tracker, from its first

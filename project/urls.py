@@ -1,4 +1,5 @@
-"""The demo control plane's URLs: its home page, login, the Django admin, and ferrox_stats."""
+"""The demo control plane's URLs: its home page, login, the Django admin, ferrox_stats,
+and the OpenAI-compatible pass-through at the root (``/v1/…``), where clients expect it."""
 
 from __future__ import annotations
 
@@ -19,4 +20,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("telemetry/", include("ferrox_stats.urls")),
+    path("", include("ferrox_stats.proxy.urls")),
 ]

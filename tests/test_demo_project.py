@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +37,7 @@ text = home.content.decode()
 for link in ('/admin/', '/telemetry/v1/docs', '/accounts/login/?next=/'):
     assert f'href="{link}' in text, link
 assert 'In flight' not in text  # telemetry is for staff only
+assert '<code>http://testserver/v1</code>' in text  # the pass-through's base URL
 # The dashboard is linked once the app mounts it, under either name.
 dashboard = first_url('ferrox_stats:dashboard', 'ferrox_stats:web:dashboard')
 assert dashboard is None or f'href="{dashboard}"' in text
@@ -50,10 +57,11 @@ assert 'In flight' in empty and 'No finished requests yet.' in empty
 assert '<dt>Mean TTFT (ms)</dt><dd>—</dd>' in empty  # unmeasured, not 0
 assert '<dt>Pool occupancy</dt><dd>—</dd>' in empty
 
-with live.track(model='demo-model', route='/v1/completions') as t:
+with live.track(model='demo-model', route='/v1/completions', via_api_key='team-a') as t:
     t.finish(status=200)
 page = client.get('/').content.decode()
 assert 'demo-model' in page and '<dt>Completed</dt><dd>1</dd>' in page
+assert '<td>team-a</td>' in page  # who called: the pass-through's key label
 
 admin = client.get('/admin/').content.decode()
 assert 'Ferrox control plane' in admin and 'href="/telemetry/v1/docs"' in admin
@@ -86,14 +94,54 @@ print('ok')
 """
 
 
+# The server is ASGI: the proxy is mounted at the root, static files are served in DEBUG,
+# and no middleware makes an async view go through a thread.
+ASGI = """
+import logging
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.core.handlers.asgi import ASGIHandler
+from django.urls import resolve, reverse
+from ferrox_stats.proxy import views as proxy_views
+from ferrox_stats.proxy.upstreams import routing
+from project import asgi, traffic
+
+assert reverse('ferrox_stats_proxy:chat_completions') == '/v1/chat/completions'
+assert resolve('/v1/chat/completions').func is proxy_views.chat_completions
+assert resolve('/v1/embeddings').func is proxy_views.embeddings
+assert resolve('/v1/models').func is proxy_views.models
+assert resolve('/telemetry/v1/stats').url_name == 'stats'
+assert routing().for_model('any-model').base_url == 'http://127.0.0.1:8765/v1'
+
+served = asgi.served
+assert isinstance(served, ASGIStaticFilesHandler) is settings.DEBUG, settings.DEBUG
+assert (served.application if settings.DEBUG else served) is asgi.django_application
+
+middleware = traffic.start_on_first_request
+assert middleware.sync_capable and middleware.async_capable
+async def get_response(request):
+    return None
+assert iscoroutinefunction(middleware(get_response))
+assert not iscoroutinefunction(middleware(lambda request: None))
+
+adapted = []
+class Adapted(logging.Handler):
+    def emit(self, record):
+        if 'adapted' in record.getMessage():
+            adapted.append(record.getMessage())
+logger = logging.getLogger('django.request')
+logger.addHandler(Adapted())
+logger.setLevel(logging.DEBUG)
+handler = ASGIHandler()
+assert iscoroutinefunction(handler._middleware_chain)
+assert adapted == [], adapted
+print('ok')
+"""
+
+
 def manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-        "FERROX_DEMO_TRAFFIC": "0",
-        **env,
-    }
+    environ = demo_environ(tmp_path, **env)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
@@ -103,6 +151,16 @@ def manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProces
         timeout=120,
         check=False,
     )
+
+
+def demo_environ(tmp_path: Path, **env: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+        "FERROX_DEMO_TRAFFIC": "0",
+        **env,
+    }
 
 
 @pytest.fixture
@@ -137,3 +195,113 @@ def test_the_first_request_starts_demo_traffic_in_the_server_process(migrated: P
         FERROX_DEMO_TRAFFIC_S="3",
     )
     assert last_line(shell) == "ok"
+
+
+@pytest.mark.parametrize("debug", ["1", "0"])
+def test_the_server_is_asgi_with_the_pass_through_at_the_root(tmp_path: Path, debug: str) -> None:
+    shell = manage(
+        "shell",
+        "-c",
+        ASGI,
+        tmp_path=tmp_path,
+        DJANGO_DEBUG=debug,
+        FERROX_DEMO_ENGINE_URL="http://127.0.0.1:8765/v1",
+    )
+    assert last_line(shell) == "ok"
+
+
+# -- the demo's processes, for real ---------------------------------------------------------
+
+# The demo's settings, except that the archive writes only when the server shuts down:
+# what it wrote then was queued at the SIGTERM.
+LAZY_ARCHIVE = """
+from project.settings import *  # noqa: F403
+
+FERROX_STATS = {**FERROX_STATS, "ARCHIVE_FLUSH_INTERVAL_S": 3600.0}  # noqa: F405
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def answers(url: str, process: subprocess.Popen[str], timeout_s: float = 30.0) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            opener.open(url, timeout=2).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts, each stopped after it if still running."""
+    processes: list[subprocess.Popen[str]] = []
+    yield processes
+    for process in reversed(processes):
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+
+
+def test_pass_through_calls_are_archived_when_uvicorn_is_stopped(
+    migrated: Path, started: list[subprocess.Popen[str]]
+) -> None:
+    (migrated / "lazy_archive.py").write_text(LAZY_ARCHIVE)
+    engine_port, server_port = free_port(), free_port()
+    env = demo_environ(
+        migrated,
+        DJANGO_SETTINGS_MODULE="lazy_archive",
+        PYTHONPATH=os.pathsep.join([str(migrated), str(ROOT)]),
+        FERROX_DEMO_ENGINE_URL=f"http://127.0.0.1:{engine_port}/v1",
+    )
+
+    def start(name: str, *args: str) -> subprocess.Popen[str]:
+        log = (migrated / f"{name}.log").open("w")
+        process = subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=env, text=True, stdout=log, stderr=log
+        )
+        log.close()  # the child has its own copy
+        started.append(process)
+        return process
+
+    engine = start("engine", "-m", "ferrox_stats.loadgen.engine", "--port", str(engine_port))
+    assert answers(f"http://127.0.0.1:{engine_port}/v1/models", engine)
+    server = start(
+        "server", "-m", "uvicorn", "project.asgi:application",
+        "--port", str(server_port), "--log-level", "warning",
+    )  # fmt: skip
+    assert answers(f"http://127.0.0.1:{server_port}/", server)
+
+    loadgen = subprocess.run(
+        [sys.executable, "manage.py", "ferrox_stats_loadgen", "--requests", "12", "--quiet",
+         "--openai-url", f"http://127.0.0.1:{server_port}/v1", "--openai-share", "1"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert loadgen.returncode == 0, loadgen.stderr
+    assert re.search(
+        r", pass-through 12 \(streamed \d+, tokens \d+, unreachable 0\)\n$", loadgen.stdout
+    )
+    server.send_signal(signal.SIGTERM)
+    # uvicorn shuts down, then raises the signal again: the process dies of it, no atexit.
+    assert server.wait(30) == -signal.SIGTERM, (migrated / "server.log").read_text()
+    engine.send_signal(signal.SIGTERM)
+    engine.wait(30)
+
+    counted = manage(
+        "shell",
+        "-c",
+        "from ferrox_stats.models import ApiToken, FinishedRequest as F;"
+        "(token,) = ApiToken.objects.all();"
+        "rows = F.objects.filter(via_api_key=token.label, replica='demo-control-plane');"
+        "print(token.can_infer, token.revoked_at is not None, rows.count())",
+        tmp_path=migrated,
+    )
+    assert last_line(counted) == "True True 12"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import re
@@ -21,9 +22,22 @@ from ferrox_stats import live, loadgen, tokens
 from ferrox_stats.core.requests import Record
 from ferrox_stats.ingest import validate_item
 from ferrox_stats.loadgen import ABORTED, ERROR, MODELS, OK, REFUSED, plan_request
+from ferrox_stats.loadgen.engine import SeenRequest, SimulatedEngine
+from ferrox_stats.loadgen.openai_client import (
+    CAP,
+    EMBEDDINGS,
+    FAIL_STATUS,
+    MAX_TOKENS,
+    OpenAIClient,
+    plan_call,
+)
 from ferrox_stats.models import ApiToken, FinishedRequest
+from ferrox_stats.proxy.clients import aclose_clients
+from tests.asgi_server import serve, wait_for
+from tests.proxy.conftest import LoopCapture
 
 INGEST_PATH = "/control/telemetry/v1/ingest"
+SIM_MODELS = ("sim-a", "sim-b")
 
 
 @pytest.fixture
@@ -276,6 +290,174 @@ def test_an_unreachable_endpoint_leaves_records_counted_as_unsent(
     assert output.endswith("ingest 5 (accepted 0, duplicate 0, rejected 0, unsent 5)\n")
 
 
+# -- the pass-through feeder: OpenAI calls ------------------------------------------------
+
+
+def test_the_call_plan_mixes_routes_streams_failures_and_departures() -> None:
+    rng = random.Random(20240602)
+    calls = [plan_call(rng, SIM_MODELS) for _ in range(5000)]
+    routes = Counter(c.route for c in calls)
+    assert abs(routes[loadgen.CHAT] / 5000 - 0.7) < 0.03
+    assert abs(routes[loadgen.COMPLETIONS] / 5000 - 0.2) < 0.03
+    assert abs(routes[EMBEDDINGS] / 5000 - 0.1) < 0.02
+    assert {c.model for c in calls} == set(SIM_MODELS)
+    generations = [c for c in calls if c.route != EMBEDDINGS]
+    assert 0.55 < sum(c.stream for c in generations) / len(generations) < 0.65
+    assert not any(c.stream or c.leave_after for c in calls if c.route == EMBEDDINGS)
+    assert 0.02 < sum(c.fail == FAIL_STATUS for c in calls) / 5000 < 0.04
+    assert {c.fail for c in calls} == {None, FAIL_STATUS}
+    assert all(1 <= c.tokens <= MAX_TOKENS for c in generations)
+    assert {c.max_tokens for c in generations} == {None, CAP}
+    leaving = [c for c in calls if c.leave_after is not None]
+    assert 0.04 < len(leaving) / sum(c.stream for c in calls) < 0.1
+    # A client leaves a stream that has started and not ended, and one the engine serves.
+    assert all(
+        c.stream and c.fail is None and 1 <= c.leave_after < min(c.tokens, c.max_tokens or c.tokens)
+        for c in leaving
+        if c.leave_after is not None
+    )
+    assert all(3 <= len(c.prompt.split()) <= 2000 for c in calls)
+
+
+@pytest.mark.parametrize(
+    ("route", "keys"),
+    [
+        (loadgen.CHAT, {"model", "messages", "stream", "sim"}),
+        (loadgen.COMPLETIONS, {"model", "prompt", "stream", "sim"}),
+        (EMBEDDINGS, {"model", "input"}),
+    ],
+)
+def test_a_call_body_is_the_routes_and_asks_the_engine_for_its_length(
+    route: str, keys: set[str]
+) -> None:
+    rng = random.Random(1)
+    call = next(c for c in iter(lambda: plan_call(rng, SIM_MODELS), None) if c.route == route)
+    body = call.body()
+    assert set(body) - {"max_tokens", "sim"} == keys - {"sim"}
+    if route != EMBEDDINGS:
+        assert body["sim"]["tokens"] == call.tokens and body["stream"] is call.stream
+    failing = next(c for c in iter(lambda: plan_call(rng, SIM_MODELS), None) if c.fail)
+    assert failing.body()["sim"]["fail"] == FAIL_STATUS
+
+
+def test_the_same_seed_draws_the_same_calls() -> None:
+    first = [plan_call(random.Random(5), SIM_MODELS) for _ in range(3)]
+    assert first == [plan_call(random.Random(5), SIM_MODELS) for _ in range(3)]
+
+
+@pytest.mark.parametrize("url", ["http://example.com/v1", "http://10.1.2.3:8000/v1"])
+def test_the_openai_client_only_targets_this_machine(url: str) -> None:
+    with pytest.raises(ValueError, match="only targets this machine"):
+        OpenAIClient(url, "fxs_x", SIM_MODELS)
+
+
+def test_a_pass_through_share_needs_a_client_with_models_and_room() -> None:
+    with pytest.raises(ValueError, match="knows its models"):
+        loadgen.LoadGenerator(requests=1, openai_share=0.5)
+    client = OpenAIClient("http://127.0.0.1:9/v1", "fxs_x", SIM_MODELS)
+    ingest = loadgen.IngestClient("http://127.0.0.1:9/v1/ingest", "fxs_x")
+    with pytest.raises(ValueError, match="add up to more than 1"):
+        loadgen.LoadGenerator(
+            requests=1, openai_share=0.6, openai=client, ingest_share=0.6, ingest=ingest
+        )
+    client.close()
+
+
+def calls_seen(engine: SimulatedEngine) -> list[SeenRequest]:
+    return [seen for seen in engine.requests if seen.method == "POST"]
+
+
+def test_an_openai_run_sends_every_call_and_counts_how_each_ended(
+    live_recorder: live.Recorder,
+) -> None:
+    engine = SimulatedEngine(tokens_per_s=200, models=SIM_MODELS)
+    with serve(engine) as url:
+        output = run(
+            "--requests", "60", "--seed", "3", "--concurrency", "6", "--quiet",
+            "--openai-url", f"{url}/v1", "--openai-token", "fxs_direct", "--openai-share", "1",
+        )  # fmt: skip
+    # One model list first, then the calls, each with the run's key.
+    assert [(seen.method, seen.path) for seen in engine.requests[:1]] == [("GET", "/v1/models")]
+    calls = calls_seen(engine)
+    assert len(calls) == 60 and len(engine.requests) == 61
+    assert {seen.headers["authorization"] for seen in engine.requests} == {"Bearer fxs_direct"}
+    assert {seen.path for seen in calls} == {loadgen.CHAT, loadgen.COMPLETIONS, EMBEDDINGS}
+    assert {seen.body["model"] for seen in calls} == set(SIM_MODELS)
+    failed = sum((seen.body.get("sim") or {}).get("fail") == FAIL_STATUS for seen in calls)
+    streamed = sum(seen.body.get("stream") is True for seen in calls)
+    match = re.fullmatch(
+        r"60 requests: ok (\d+), aborted (\d+), error (\d+), refused 0; in-process 0, ingest 0 "
+        r"\(accepted 0, duplicate 0, rejected 0, unsent 0\), "
+        r"pass-through 60 \(streamed (\d+), tokens (\d+), unreachable 0\)\n",
+        output,
+    )
+    assert match is not None, output
+    ok, aborted, error, reported_streams, received = map(int, match.groups())
+    assert (error, reported_streams) == (failed, streamed) and failed > 0
+    assert aborted > 0 and ok == 60 - aborted - error  # seed 3 leaves some streams early
+    assert received > 0
+    assert live_recorder.snapshot().recorded_total == 0  # nothing played in this process
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_openai_run_through_the_pass_through_is_recorded_under_its_token(
+    settings: Any, live_recorder: live.Recorder
+) -> None:
+    engine = SimulatedEngine(tokens_per_s=200, models=SIM_MODELS)
+    app = LoopCapture()
+    with serve(engine) as engine_url:
+        upstream = {"sim": {"BASE_URL": f"{engine_url}/v1", "API_KEY": None}}
+        settings.FERROX_STATS = {**settings.FERROX_STATS, "PROXY_UPSTREAMS": upstream}
+        with serve(app) as url:
+            try:
+                lines = run(
+                    "--requests", "30", "--seed", "6", "--concurrency", "4",
+                    "--openai-url", f"{url}/v1", "--openai-share", "1",
+                ).splitlines()  # fmt: skip
+                # A client that left is recorded once the pass-through notices.
+                assert wait_for(lambda: len(ring(live_recorder)) == 30)
+            finally:
+                if app.loop is not None:
+                    asyncio.run_coroutine_threadsafe(aclose_clients(), app.loop).result(5)
+    token = ApiToken.objects.get()  # issued for the run, revoked after it
+    assert token.can_infer and not (token.can_read or token.can_ingest)
+    assert token.revoked_at is not None
+    assert lines[0] == f"Issued infer token {token.label!r} for the pass-through."
+    assert lines[1] == (
+        f"Playing traffic for at most 30 requests, 4 at a time, "
+        f"100% through the pass-through at {url}/v1 (sim-a, sim-b)."
+    )
+    rows = ring(live_recorder)
+    assert {row.via_api_key for row in rows} == {token.label}
+    assert {row.replica for row in rows} == {"test-replica"}
+    assert {row.route for row in rows} == {loadgen.CHAT, loadgen.COMPLETIONS, EMBEDDINGS}
+    counts = Counter(outcome(row) for row in rows)
+    assert counts[ABORTED] > 0 and counts[ERROR] > 0
+    streamed = sum(row.stream is True for row in rows)
+    assert lines[-1] == (
+        f"30 requests: ok {counts[OK]}, aborted {counts[ABORTED]}, error {counts[ERROR]}, "
+        f"refused 0; in-process 0, ingest 0 (accepted 0, duplicate 0, rejected 0, unsent 0), "
+        f"pass-through 30 (streamed {streamed}, tokens "
+        f"{sum(row.completion_tokens or 0 for row in rows)}, unreachable 0)"
+    )
+
+
+def test_an_unreachable_pass_through_is_refused_before_the_run() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(CommandError, match=r"--openai-url: .+\."):
+        run("--requests", "5", "--openai-url", f"http://127.0.0.1:{port}/v1",
+            "--openai-token", "fxs_unused")  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_through_under_wsgi_stops_the_run_before_it_starts(live_server: Any) -> None:
+    with pytest.raises(CommandError, match="answered 501: The pass-through needs an ASGI server"):
+        run("--requests", "5", "--openai-url", f"{live_server.url}/v1")
+    assert ApiToken.objects.get().revoked_at is not None
+
+
 # -- bad input ------------------------------------------------------------------------------
 
 
@@ -299,6 +481,25 @@ def test_an_unreachable_endpoint_leaves_records_counted_as_unsent(
         (
             ["--ingest-url", "http://127.0.0.1/", "--ingest-token", "x", "--ingest-share", "2"],
             "from 0 to 1",
+        ),
+        (["--openai-url", "http://example.com/v1"], "only targets this machine"),
+        (["--openai-share", "0.5"], "needs --openai-url"),
+        (["--openai-token", "fxs_x"], "needs --openai-url"),
+        (["--openai-url", "http://127.0.0.1/v1", "--openai-share", "-1"], "from 0 to 1"),
+        (
+            [
+                "--ingest-url",
+                "http://127.0.0.1/",
+                "--ingest-token",
+                "x",
+                "--ingest-share",
+                "0.6",
+                "--openai-url",
+                "http://127.0.0.1/v1",
+                "--openai-share",
+                "0.5",
+            ],
+            "add up to more than 1",
         ),
     ],
 )

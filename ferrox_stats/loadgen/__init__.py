@@ -1,9 +1,9 @@
 """Plausible inference traffic for demos and soak runs, played through the real feeders.
 
 ``plan_request`` draws one request from the traffic model; ``LoadGenerator`` plays plans
-from worker threads, each one either through this process's in-process tracker or
-reported to an ingest endpoint over HTTP in batches, and stops by itself at a request
-count or a deadline.
+from worker threads, each one through this process's in-process tracker, reported to an
+ingest endpoint over HTTP in batches, or sent as an OpenAI call to a pass-through, and
+stops by itself at a request count or a deadline.
 
 | module | answers |
 |---|---|
@@ -11,6 +11,8 @@ count or a deadline.
 | ``pool`` | how many KV-cache blocks the requests in flight hold |
 | ``inprocess`` | how a plan is served through this process's tracker |
 | ``ingest_client`` | how a plan is reported to an ingest endpoint: records, batches, retries |
+| ``openai_client`` | how a call is sent to an OpenAI-compatible pass-through |
+| ``engine`` | how a simulated OpenAI-compatible engine answers (a test and demo tool) |
 | ``report`` | what a run did, and its summary line |
 | ``run`` | the run: worker threads, its bounds, stopping it |
 """

@@ -11,9 +11,11 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...loadgen import IngestClient, LoadGenerator, Report, check_local_url
+from ...loadgen.openai_client import OpenAIClient, PassThroughRefused
 from ...models import ApiToken
 from ...tokens import issue, revoke
 
@@ -41,8 +43,9 @@ def stopping_on_signals(stop: Callable[[], None]) -> Iterator[None]:
 class Command(BaseCommand):
     help = (
         "Play plausible LLM-serving traffic (several models, streaming, aborts, engine errors, "
-        "pool reports) through this process's in-process tracker and/or an ingest endpoint "
-        "on this machine, until a request count or a duration; then print a summary."
+        "pool reports) through this process's in-process tracker, an ingest endpoint and/or "
+        "OpenAI calls to a pass-through on this machine, until a request count or a "
+        "duration; then print a summary."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -80,6 +83,25 @@ class Command(BaseCommand):
             help="Fraction of requests reported over ingest rather than tracked in this "
             "process (0.5 with --ingest-url, else 0).",
         )
+        parser.add_argument(
+            "--openai-url",
+            metavar="URL",
+            help="An OpenAI base URL (ending /v1) on 127.0.0.1 or localhost: the pass-through, "
+            "in front of the simulated engine (python -m ferrox_stats.loadgen.engine).",
+        )
+        parser.add_argument(
+            "--openai-token",
+            metavar="SECRET",
+            help="An API token with the infer scope (default: one issued for this run, "
+            "revoked at the end).",
+        )
+        parser.add_argument(
+            "--openai-share",
+            type=float,
+            metavar="FRACTION",
+            help="Fraction of requests sent as OpenAI calls to --openai-url (0.5 with it, "
+            "else 0); they take what the engine takes, whatever --speed.",
+        )
         parser.add_argument("--quiet", action="store_true", help="Print only the summary.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -110,14 +132,44 @@ class Command(BaseCommand):
                 raise CommandError("--ingest-url needs --ingest-token or --ingest-replica.")
         elif share > 0 or token is not None or replica is not None:
             raise CommandError("Ingest needs --ingest-url.")
+        openai_url, openai_token = options["openai_url"], options["openai_token"]
+        openai_share = options["openai_share"]
+        if openai_share is None:
+            openai_share = 0.5 if openai_url else 0.0
+        if not 0 <= openai_share <= 1:
+            raise CommandError("--openai-share must be from 0 to 1.")
+        if openai_url is not None:
+            try:
+                check_local_url(openai_url)
+            except ValueError as exc:
+                raise CommandError(f"--openai-url: {exc}.") from None
+        elif openai_share > 0 or openai_token is not None:
+            raise CommandError("The pass-through needs --openai-url.")
+        if share + openai_share > 1:
+            raise CommandError("--ingest-share and --openai-share add up to more than 1.")
 
-        issued: ApiToken | None = None
-        if url is not None and token is None:
-            label = f"loadgen-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{replica}"[:100]
-            issued, token = issue(label, read=False, ingest=True, replica=replica)
-            if not options["quiet"]:
-                self.stdout.write(f"Issued ingest token {label!r} for replica {replica!r}.")
+        issued: list[ApiToken] = []
+        openai: OpenAIClient | None = None
         try:
+            if url is not None and token is None:
+                label = f"loadgen-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{replica}"[:100]
+                made, token = issue(label, read=False, ingest=True, replica=replica)
+                issued.append(made)
+                if not options["quiet"]:
+                    self.stdout.write(f"Issued ingest token {label!r} for replica {replica!r}.")
+            if openai_url is not None:
+                if openai_token is None:
+                    # Its label is what the pass-through records as via_api_key.
+                    label = f"loadgen-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-openai"
+                    made, openai_token = issue(label, read=False, infer=True)
+                    issued.append(made)
+                    if not options["quiet"]:
+                        self.stdout.write(f"Issued infer token {label!r} for the pass-through.")
+                openai = OpenAIClient(openai_url, openai_token)
+                try:
+                    openai.discover()
+                except (PassThroughRefused, httpx.HTTPError) as exc:
+                    raise CommandError(f"--openai-url: {exc}.") from None
             generator = LoadGenerator(
                 requests=requests,
                 duration_s=duration,
@@ -126,20 +178,29 @@ class Command(BaseCommand):
                 speed=options["speed"],
                 ingest_share=share,
                 ingest=IngestClient(url, token) if url is not None else None,
+                openai_share=openai_share,
+                openai=openai,
             )
             if not options["quiet"]:
                 bounds = [f"{requests} requests"] if requests is not None else []
                 bounds += [f"{duration:g} s"] if duration is not None else []
-                feeders = f"{share:.0%} over ingest to {url}" if share else "all in-process"
+                feeders = [f"{share:.0%} over ingest to {url}"] if share else []
+                if openai_share and openai is not None:
+                    feeders.append(
+                        f"{openai_share:.0%} through the pass-through at {openai_url} "
+                        f"({', '.join(openai.models)})"
+                    )
                 self.stdout.write(
                     f"Playing traffic for at most {' or '.join(bounds)}, "
-                    f"{options['concurrency']} at a time, {feeders}."
+                    f"{options['concurrency']} at a time, {', '.join(feeders) or 'all in-process'}."
                 )
             with stopping_on_signals(generator.stop):
                 report = generator.run(None if options["quiet"] else self._progress)
         finally:
-            if issued is not None:
-                revoke(issued)
+            if openai is not None:
+                openai.close()
+            for made in issued:
+                revoke(made)
         self.stdout.write(report.line())
         if report.fatal:
             raise CommandError(f"Stopped early: {report.fatal}.")
