@@ -15,7 +15,7 @@
 - the pass-through's paths served by a Django handler without the project's middleware
   (``lean_pass_through``): under ASGI each sync-only middleware hook is a hop to a
   thread and back, measured at about half of the latency the pass-through adds with
-  Django's default stack (docs/benchmarks.md). Its views authenticate by bearer key and
+  Django's default stack; nor does it start a thread per request (docs/benchmarks.md). Its views authenticate by bearer key and
   are CSRF-exempt, so they need none of it; set ``lean_pass_through=False`` if yours
   must see those requests.
 """
@@ -56,6 +56,13 @@ class PassThroughHandler(ASGIHandler):
             else self._get_response  # type: ignore[attr-defined]
         )
         self._middleware_chain = convert_exception_to_response(get_response)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Django opens a ThreadSensitiveContext per request, so each request's first sync
+        # call (the request_started signal) starts a thread of its own. The pass-through's
+        # sync work is short (signals; a token check on a cache miss): it shares asgiref's
+        # one thread-sensitive executor instead.
+        await self.handle(scope, receive, send)
 
 
 async def shut_down() -> None:

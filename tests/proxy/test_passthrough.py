@@ -302,3 +302,25 @@ def test_an_engine_answering_a_stream_request_whole_is_relayed_whole(
     assert answer.content == body
     recorded = plane.only_entry()
     assert (recorded["stream"], recorded["completion_tokens"], recorded["error"]) == (True, 1, None)
+
+
+def test_bodies_and_keys_are_never_recorded_or_logged(
+    plane: Plane, caplog: pytest.LogCaptureFixture
+) -> None:
+    canary = "CANARY-prompt-7f3a9"
+    caplog.set_level("DEBUG")
+    client = through(plane)
+    answer = client.chat.completions.create(
+        model="sim-small", messages=[{"role": "user", "content": canary}]
+    )
+    generated = answer.choices[0].message.content
+    list(client.completions.create(model="sim-small", prompt=canary, stream=True, max_tokens=2))
+    with pytest.raises(openai.InternalServerError):
+        client.embeddings.create(model="sim-small", input=canary, extra_body={"sim": {"fail": 500}})
+    recorded = str(plane.entries())
+    answered = plane.engine.requests  # the engine did get them: they were relayed
+    assert all(canary in str(seen.body) for seen in answered)
+    assert generated
+    for secret in (canary, generated, plane.secret, UPSTREAM_KEY):
+        assert secret not in recorded
+        assert secret not in caplog.text
