@@ -16,28 +16,36 @@ import httpx
 from ..conf import conf
 from .upstreams import Upstream
 
+# A client is made for an upstream with the settings of the moment: (connect timeout,
+# read timeout, connection limit). Changed settings get a new client.
+_Key = tuple[Upstream, float, float, int]
+
 _lock = threading.Lock()
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Upstream, httpx.AsyncClient]]
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_Key, httpx.AsyncClient]]
 _clients = weakref.WeakKeyDictionary()
 
 
 def client_for(upstream: Upstream) -> httpx.AsyncClient:
     """The running loop's client for ``upstream``, made on first use."""
     loop = asyncio.get_running_loop()
+    key = (
+        upstream,
+        conf.PROXY_CONNECT_TIMEOUT_S,
+        conf.PROXY_READ_TIMEOUT_S,
+        conf.PROXY_MAX_CONNECTIONS,
+    )
     with _lock:
         per_loop = _clients.setdefault(loop, {})
-        client = per_loop.get(upstream)
+        client = per_loop.get(key)
         if client is None or client.is_closed:
-            client = per_loop[upstream] = _new_client()
+            client = per_loop[key] = _new_client(*key[1:])
     return client
 
 
-def _new_client() -> httpx.AsyncClient:
-    connect = conf.PROXY_CONNECT_TIMEOUT_S
-    limit = conf.PROXY_MAX_CONNECTIONS
+def _new_client(connect: float, read: float, limit: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         # read: the longest silence from an upstream, before its answer or mid-stream.
-        timeout=httpx.Timeout(conf.PROXY_READ_TIMEOUT_S, connect=connect, pool=connect),
+        timeout=httpx.Timeout(read, connect=connect, pool=connect),
         limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
         # An upstream is addressed directly: HTTP_PROXY meant for the outside world
         # must not capture engine traffic.

@@ -114,7 +114,8 @@ def test_stream_request_failing_upstream_gets_the_error_not_a_stream(plane: Plan
 
 
 def test_upstream_silent_past_the_timeout(plane: Plane, settings: Any) -> None:
-    set_proxy(settings, PROXY_READ_TIMEOUT_S=0.2)
+    _sdk(plane).models.list()  # a client to the upstream exists, with the default timeout
+    set_proxy(settings, PROXY_READ_TIMEOUT_S=0.2)  # read at access time all the same
     with pytest.raises(openai.APIStatusError) as raised:
         _sdk(plane).chat.completions.create(
             model="sim-small", messages=MESSAGES, extra_body={"sim": {"stall_after": 0}}
