@@ -12,12 +12,12 @@
   queue is drained and the pass-through's upstream connections are closed. Without it a
   SIGTERM loses what is queued: uvicorn ends it by raising the signal again with the
   default handler, so ``atexit`` never runs;
-- the pass-through's paths served by a Django handler without the project's middleware
-  (``lean_pass_through``): under ASGI each sync-only middleware hook is a hop to a
-  thread and back, measured at about half of the latency the pass-through adds with
-  Django's default stack; nor does it start a thread per request (docs/benchmarks.md). Its views authenticate by bearer key and
-  are CSRF-exempt, so they need none of it; set ``lean_pass_through=False`` if yours
-  must see those requests.
+- the pass-through's paths served by a lean Django handler (``lean_pass_through``):
+  without the project's middleware, each sync-only hook of which is a hop to a thread
+  and back under ASGI (about half the latency the pass-through adds with Django's
+  default stack), and without a thread started per request (docs/benchmarks.md). Its
+  views authenticate by bearer key and are CSRF-exempt, so they need none of that
+  middleware; set ``lean_pass_through=False`` if yours must see those requests.
 """
 
 from __future__ import annotations
