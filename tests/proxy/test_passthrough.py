@@ -10,7 +10,10 @@ import httpx
 import openai
 import pytest
 
+from ferrox_stats import live
+from ferrox_stats.archive.writer import ArchiveWriter
 from ferrox_stats.loadgen.engine import SimulatedEngine
+from ferrox_stats.models import FinishedRequest
 from tests.asgi_server import serve
 from tests.proxy.conftest import UPSTREAM_KEY, Plane, no_pause, set_proxy, upstreams
 
@@ -232,6 +235,9 @@ def test_hundred_concurrent_streams_are_each_recorded_once(plane: Plane) -> None
             return await asyncio.gather(*(one(client, n) for n in range(100)))
 
     plane.engine.pause = no_pause
+    # Archived too, behind the request path: each one once.
+    writer = ArchiveWriter(instance="proxy-test", autostart=False)
+    live.get_recorder().sink = writer
     assert asyncio.run(run()) == [5] * 100
     entries = plane.entries()
     assert len(entries) == 100
@@ -240,6 +246,9 @@ def test_hundred_concurrent_streams_are_each_recorded_once(plane: Plane) -> None
         (200, 5, None)
     }
     assert plane.inflight() == 0
+    assert writer.drain(10.0)
+    archived = FinishedRequest.objects.values_list("request_id", "completion_tokens")
+    assert sorted(archived) == sorted((e["request_id"], 5) for e in entries)
 
 
 def test_routes_by_model_to_the_upstream_that_serves_it(plane: Plane, settings: Any) -> None:
