@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from django.http import JsonResponse
+
+if TYPE_CHECKING:
+    from .upstreams import Upstream
 
 # What a record's ``error`` says when the upstream, not the client, failed it.
 UPSTREAM_TIMEOUT = "upstream_timeout"  # silent past PROXY_READ_TIMEOUT_S, or no connection
@@ -41,3 +45,14 @@ def sse_error_event(message: str, code: str) -> bytes:
     """An error inside a stream already under way: the SDKs raise it as ``APIError``."""
     body = error_body(message, "server_error", code=code)
     return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def upstream_refused(upstream: Upstream, status: int) -> JsonResponse:
+    """The upstream answered 401/403 to the pass-through's own credentials."""
+    return error_response(
+        502,
+        f"The upstream {upstream.name!r} refused the pass-through's credentials ({status}); "
+        "its API_KEY in PROXY_UPSTREAMS needs fixing.",
+        "server_error",
+        code="upstream_auth_failed",
+    )

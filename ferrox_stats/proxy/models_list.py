@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from .auth import authorize
 from .clients import client_for
-from .errors import UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE, error_response
+from .errors import UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE, error_response, upstream_refused
 from .relay import asgi_only
 from .upstreams import Upstream, routing
 
@@ -57,6 +57,8 @@ async def _passed_on(upstream: Upstream) -> HttpResponse:
         return error_response(
             502, "The upstream could not be reached.", "server_error", code=UPSTREAM_UNREACHABLE
         )
+    if answer.status_code in (401, 403):
+        return upstream_refused(upstream, answer.status_code)
     content_type = answer.headers.get("content-type", "application/json")
     return HttpResponse(answer.content, status=answer.status_code, content_type=content_type)
 

@@ -21,6 +21,7 @@ from .errors import (
     UPSTREAM_TIMEOUT,
     UPSTREAM_UNREACHABLE,
     error_response,
+    upstream_refused,
     upstream_status_error,
 )
 from .stream import RelayStream
@@ -158,6 +159,11 @@ def _whole_answer(
         take_body(tracker, answer.content, embeddings=route is EMBEDDINGS)
         tracker.finish()
         return HttpResponse(answer.content, status=status, content_type=content_type)
+    if status in (401, 403):
+        # The upstream refused the pass-through's own credentials: passed on, the client
+        # would take it for a verdict on its key.
+        tracker.finish(status=502, error=f"upstream_{status}")
+        return upstream_refused(upstream, status)
     tracker.finish(error=upstream_status_error(status))
     if _is_openai_error(answer.content):
         return HttpResponse(answer.content, status=status, content_type=content_type)
@@ -185,7 +191,7 @@ def _read_body(request: HttpRequest) -> tuple[dict[str, Any], bytes] | JsonRespo
     too_big = error_response(
         413, f"The request body is larger than {limit} bytes.", code="request_too_large"
     )
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
         return too_big
     # read(), not .body: .body applies DATA_UPLOAD_MAX_MEMORY_SIZE, not our limit.
     raw = request.read(limit + 1)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import openai
 import pytest
 from django.core.asgi import get_asgi_application
 
@@ -79,10 +80,19 @@ class Plane:
     twin_url: str
     secret: str
     clock: FakeClock
+    opened: list[openai.OpenAI] = field(default_factory=list)
 
     @property
     def base(self) -> str:
         return f"{self.url}/v1"
+
+    def sdk(self, *, direct: bool = False) -> openai.OpenAI:
+        """An openai client of the pass-through, or of the engine's twin (``direct``);
+        closed when the test ends, so no keep-alive socket outlives it."""
+        base, key = (f"{self.twin_url}/v1", UPSTREAM_KEY) if direct else (self.base, self.secret)
+        client = openai.OpenAI(base_url=base, api_key=key, max_retries=0)
+        self.opened.append(client)
+        return client
 
     def records(self) -> list[Record]:
         return [record for _, record in live.get_recorder().stats.since(0, 256).rows]
@@ -156,9 +166,12 @@ def plane(
     _, secret = tokens.issue("team-a", read=False, infer=True)
     app = LoopCapture()
     with serve(app) as url:
+        plane = Plane(url, engine, engine_url, twin_url, secret, clock)
         try:
-            yield Plane(url, engine, engine_url, twin_url, secret, clock)
+            yield plane
         finally:
+            for client in plane.opened:
+                client.close()
             if app.loop is not None:  # its pooled connections, closed on their own loop
                 asyncio.run_coroutine_threadsafe(aclose_clients(), app.loop).result(5)
     tokens.recent.forget(tokens.hash_secret(secret))

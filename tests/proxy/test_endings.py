@@ -17,10 +17,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MESSAGES = [{"role": "user", "content": "hello there"}]
 
 
-def _sdk(plane: Plane) -> openai.OpenAI:
-    return openai.OpenAI(base_url=plane.base, api_key=plane.secret, max_retries=0)
-
-
 def _headers(plane: Plane) -> dict[str, str]:
     return {"Authorization": f"Bearer {plane.secret}"}
 
@@ -71,7 +67,7 @@ def test_client_leaving_before_an_answer_cancels_upstream(plane: Plane) -> None:
 @pytest.mark.parametrize("status", [500, 503])
 def test_upstream_server_error_is_passed_on_and_recorded(plane: Plane, status: int) -> None:
     with pytest.raises(openai.APIStatusError) as raised:
-        _sdk(plane).chat.completions.create(
+        plane.sdk().chat.completions.create(
             model="sim-small", messages=MESSAGES, extra_body={"sim": {"fail": status}}
         )
     assert raised.value.status_code == status
@@ -91,7 +87,7 @@ def test_upstream_server_error_is_passed_on_and_recorded(plane: Plane, status: i
 
 def test_upstream_client_error_is_recorded_by_its_status_alone(plane: Plane) -> None:
     with pytest.raises(openai.BadRequestError):
-        _sdk(plane).chat.completions.create(
+        plane.sdk().chat.completions.create(
             model="sim-small", messages=MESSAGES, extra_body={"sim": {"fail": 400}}
         )
     recorded = _ended(plane)
@@ -101,7 +97,7 @@ def test_upstream_client_error_is_recorded_by_its_status_alone(plane: Plane) -> 
 def test_stream_request_failing_upstream_gets_the_error_not_a_stream(plane: Plane) -> None:
     with pytest.raises(openai.InternalServerError):
         list(
-            _sdk(plane).chat.completions.create(
+            plane.sdk().chat.completions.create(
                 model="sim-small", messages=MESSAGES, stream=True, extra_body={"sim": {"fail": 500}}
             )
         )
@@ -114,10 +110,10 @@ def test_stream_request_failing_upstream_gets_the_error_not_a_stream(plane: Plan
 
 
 def test_upstream_silent_past_the_timeout(plane: Plane, settings: Any) -> None:
-    _sdk(plane).models.list()  # a client to the upstream exists, with the default timeout
+    plane.sdk().models.list()  # a client to the upstream exists, with the default timeout
     set_proxy(settings, PROXY_READ_TIMEOUT_S=0.2)  # read at access time all the same
     with pytest.raises(openai.APIStatusError) as raised:
-        _sdk(plane).chat.completions.create(
+        plane.sdk().chat.completions.create(
             model="sim-small", messages=MESSAGES, extra_body={"sim": {"stall_after": 0}}
         )
     assert raised.value.status_code == 504
@@ -134,7 +130,7 @@ def test_upstream_stalling_mid_stream_ends_with_an_error_event(plane: Plane, set
     plane.engine.pause = no_pause
     received = []
     with pytest.raises(openai.APIError, match="stopped sending"):
-        for chunk in _sdk(plane).chat.completions.create(
+        for chunk in plane.sdk().chat.completions.create(
             model="sim-small",
             messages=MESSAGES,
             stream=True,
@@ -151,7 +147,7 @@ def test_upstream_breaking_off_a_stream(plane: Plane) -> None:
     plane.engine.pause = no_pause
     with pytest.raises(openai.APIError):
         list(
-            _sdk(plane).chat.completions.create(
+            plane.sdk().chat.completions.create(
                 model="sim-small",
                 messages=MESSAGES,
                 stream=True,
@@ -166,7 +162,29 @@ def test_upstream_breaking_off_a_stream(plane: Plane) -> None:
 def test_unreachable_upstream(plane: Plane, settings: Any) -> None:
     set_proxy(settings, PROXY_UPSTREAMS=upstreams(gone="http://127.0.0.1:9"))
     with pytest.raises(openai.APIStatusError) as raised:
-        _sdk(plane).chat.completions.create(model="sim-small", messages=MESSAGES)
+        plane.sdk().chat.completions.create(model="sim-small", messages=MESSAGES)
     assert (raised.value.status_code, raised.value.code) == (502, "upstream_unreachable")
     recorded = _ended(plane)
     assert (recorded["status"], recorded["error"]) == (502, "upstream_unreachable")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_upstream_refusing_our_credentials_is_not_blamed_on_the_client(
+    plane: Plane, settings: Any, stream: bool
+) -> None:
+    routes = upstreams(sim=plane.engine_url)
+    routes["sim"]["API_KEY"] = "sk-wrong-upstream-key"
+    set_proxy(settings, PROXY_UPSTREAMS=routes)
+    client = plane.sdk()
+    with pytest.raises(openai.APIStatusError) as raised:
+        if stream:
+            list(client.chat.completions.create(model="sim-small", messages=MESSAGES, stream=True))
+        else:
+            client.chat.completions.create(model="sim-small", messages=MESSAGES)
+    assert (raised.value.status_code, raised.value.code) == (502, "upstream_auth_failed")
+    assert "sk-wrong-upstream-key" not in str(raised.value.body)
+    recorded = _ended(plane)
+    assert (recorded["status"], recorded["error"]) == (502, "upstream_401")
+    with pytest.raises(openai.APIStatusError) as listed:
+        client.models.list()
+    assert listed.value.status_code == 502

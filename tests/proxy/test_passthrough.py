@@ -23,21 +23,17 @@ MESSAGES = [{"role": "user", "content": "say something short and sweet"}]
 PROMPT_TOKENS = 5  # the engine counts words
 
 
-def sdk(base: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base, api_key=key, max_retries=0)
-
-
 def async_sdk(base: str, key: str) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0)
 
 
 def direct(plane: Plane) -> openai.OpenAI:
     """The engine's twin, called without the pass-through."""
-    return sdk(f"{plane.twin_url}/v1", UPSTREAM_KEY)
+    return plane.sdk(direct=True)
 
 
 def through(plane: Plane) -> openai.OpenAI:
-    return sdk(plane.base, plane.secret)
+    return plane.sdk()
 
 
 # -- whole answers --------------------------------------------------------------
