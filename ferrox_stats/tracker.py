@@ -193,7 +193,7 @@ class Tracker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._exit(exc)
+        self.close(exc)
 
     async def __aenter__(self) -> Tracker:
         return self.begin()
@@ -204,7 +204,7 @@ class Tracker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._exit(exc)
+        self.close(exc)
 
     def close(self, exc: BaseException | None = None) -> None:
         """End the request as leaving its ``with`` block would, by ``exc`` if given.
@@ -212,9 +212,6 @@ class Tracker:
         For a feeder that hands a begun request to code that outlives the block (a
         streamed response); a second end is a no-op.
         """
-        self._exit(exc)
-
-    def _exit(self, exc: BaseException | None) -> None:
         if self._ended:
             return
         if exc is not None:

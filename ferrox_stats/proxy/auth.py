@@ -1,16 +1,34 @@
-"""Who may call the pass-through: an API token with the infer scope."""
+"""Who may call the pass-through (an API token with the infer scope), and how."""
 
 from __future__ import annotations
 
 import asyncio
 
 from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, JsonResponse
 
 from .. import tokens
 from ..conf import conf
 from ..models import ApiToken
 from .errors import error_response
+
+
+async def admit(request: HttpRequest, method: str) -> ApiToken | JsonResponse | None:
+    """The caller (see ``authorize``), or the error that refuses this request: the wrong
+    server, the wrong method, the wrong key."""
+    if not isinstance(request, ASGIRequest):
+        # Under WSGI an async view gets a new event loop per request: no pooled
+        # connection would survive it and a stream would be buffered whole.
+        return error_response(
+            501,
+            "The pass-through needs an ASGI server (uvicorn, daphne, hypercorn).",
+            "server_error",
+            code="asgi_required",
+        )
+    if request.method != method:
+        return error_response(405, f"{request.method} is not allowed here; use {method}.")
+    return await authorize(request)
 
 
 async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:

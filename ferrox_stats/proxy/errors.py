@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import httpx
 from django.http import JsonResponse
 
 if TYPE_CHECKING:
@@ -56,3 +57,17 @@ def upstream_refused(upstream: Upstream, status: int) -> JsonResponse:
         "server_error",
         code="upstream_auth_failed",
     )
+
+
+def failure_code(exc: httpx.TransportError) -> str:
+    """What a record's ``error`` says when the exchange with the upstream failed."""
+    return UPSTREAM_TIMEOUT if isinstance(exc, httpx.TimeoutException) else UPSTREAM_UNREACHABLE
+
+
+def upstream_failed(upstream: Upstream, exc: httpx.TransportError) -> JsonResponse:
+    """504 for an upstream silent too long (or no connection in time), else 502."""
+    if isinstance(exc, httpx.TimeoutException):
+        status, message = 504, f"The upstream {upstream.name!r} did not answer in time."
+    else:
+        status, message = 502, f"The upstream {upstream.name!r} could not be reached."
+    return error_response(status, message, "server_error", code=failure_code(exc))

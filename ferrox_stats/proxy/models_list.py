@@ -10,10 +10,9 @@ from typing import Any
 import httpx
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from .auth import authorize
+from .auth import admit
 from .clients import client_for
-from .errors import UPSTREAM_TIMEOUT, UPSTREAM_UNREACHABLE, error_response, upstream_refused
-from .relay import asgi_only
+from .errors import upstream_failed, upstream_refused
 from .upstreams import Upstream, routing
 
 logger = logging.getLogger(__name__)
@@ -23,11 +22,7 @@ async def list_models(request: HttpRequest) -> HttpResponse:
     """One upstream's list is passed on as it is; several are merged (first listing of a
     model wins), leaving out models another upstream is routed to and upstreams that
     fail (logged). Not recorded: it is not inference."""
-    if refused := asgi_only(request):
-        return refused
-    if request.method != "GET":
-        return error_response(405, f"{request.method} is not allowed here; use GET.")
-    caller = await authorize(request)
+    caller = await admit(request, "GET")
     if isinstance(caller, JsonResponse):
         return caller
     routes = routing()
@@ -49,14 +44,8 @@ async def list_models(request: HttpRequest) -> HttpResponse:
 async def _passed_on(upstream: Upstream) -> HttpResponse:
     try:
         answer = await client_for(upstream).get(upstream.url("models"), headers=_auth(upstream))
-    except httpx.TimeoutException:
-        return error_response(
-            504, "The upstream did not answer in time.", "server_error", code=UPSTREAM_TIMEOUT
-        )
-    except httpx.TransportError:
-        return error_response(
-            502, "The upstream could not be reached.", "server_error", code=UPSTREAM_UNREACHABLE
-        )
+    except httpx.TransportError as exc:
+        return upstream_failed(upstream, exc)
     if answer.status_code in (401, 403):
         return upstream_refused(upstream, answer.status_code)
     content_type = answer.headers.get("content-type", "application/json")

@@ -8,19 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 
 from .. import live
 from ..conf import conf
 from ..tracker import Tracker
 from .accounting import StreamReader, take_body
-from .auth import authorize
+from .auth import admit
 from .clients import client_for
 from .errors import (
-    UPSTREAM_TIMEOUT,
-    UPSTREAM_UNREACHABLE,
     error_response,
+    failure_code,
+    upstream_failed,
     upstream_refused,
     upstream_status_error,
 )
@@ -42,30 +41,13 @@ COMPLETIONS = Route("/v1/completions", "completions", may_stream=True)
 EMBEDDINGS = Route("/v1/embeddings", "embeddings", may_stream=False)
 
 
-def asgi_only(request: HttpRequest) -> JsonResponse | None:
-    """Under WSGI an async view gets a new event loop per request: no pooled connection
-    would survive it and a stream would be buffered whole. Refuse, and say why."""
-    if isinstance(request, ASGIRequest):
-        return None
-    return error_response(
-        501,
-        "The pass-through needs an ASGI server (uvicorn, daphne, hypercorn).",
-        "server_error",
-        code="asgi_required",
-    )
-
-
 async def relay(request: HttpRequest, route: Route) -> HttpResponse | StreamingHttpResponse:
     """Answer one inference request through its upstream, recording it on the way.
 
     Requests refused for their credentials are not recorded: nobody is accountable
     for them. Every other one is, whatever its end.
     """
-    if refused := asgi_only(request):
-        return refused
-    if request.method != "POST":
-        return error_response(405, f"{request.method} is not allowed here; use POST.")
-    caller = await authorize(request)
+    caller = await admit(request, "POST")
     if isinstance(caller, JsonResponse):
         return caller
     # "req_…" like OpenAI's x-request-id: unique per request whatever ids engines use.
@@ -116,22 +98,10 @@ async def _forward(
     )
     try:
         answer = await client.send(outgoing, stream=stream)
-    except httpx.TimeoutException:
-        tracker.finish(status=504, error=UPSTREAM_TIMEOUT)
-        return error_response(
-            504,
-            f"The upstream {upstream.name!r} did not answer in time.",
-            "server_error",
-            code=UPSTREAM_TIMEOUT,
-        )
-    except httpx.TransportError:
-        tracker.finish(status=502, error=UPSTREAM_UNREACHABLE)
-        return error_response(
-            502,
-            f"The upstream {upstream.name!r} could not be reached.",
-            "server_error",
-            code=UPSTREAM_UNREACHABLE,
-        )
+    except httpx.TransportError as exc:  # timeouts included
+        failed = upstream_failed(upstream, exc)
+        tracker.finish(status=failed.status_code, error=failure_code(exc))
+        return failed
     tracker.status = answer.status_code
     content_type = answer.headers.get("content-type", "application/json")
     # An engine that answers a stream request with a whole JSON body is relayed whole.

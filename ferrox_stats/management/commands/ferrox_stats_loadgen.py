@@ -118,33 +118,11 @@ class Command(BaseCommand):
             raise CommandError("--speed must be more than 0.")
         url = options["ingest_url"]
         token, replica = options["ingest_token"], options["ingest_replica"]
-        share = options["ingest_share"]
-        if share is None:
-            share = 0.5 if url else 0.0
-        if not 0 <= share <= 1:
-            raise CommandError("--ingest-share must be from 0 to 1.")
-        if url is not None:
-            try:
-                check_local_url(url)
-            except ValueError as exc:
-                raise CommandError(f"--ingest-url: {exc}.") from None
-            if token is None and replica is None:
-                raise CommandError("--ingest-url needs --ingest-token or --ingest-replica.")
-        elif share > 0 or token is not None or replica is not None:
-            raise CommandError("Ingest needs --ingest-url.")
+        share = _share("ingest", url, options["ingest_share"], token is not None or replica)
+        if url is not None and token is None and replica is None:
+            raise CommandError("--ingest-url needs --ingest-token or --ingest-replica.")
         openai_url, openai_token = options["openai_url"], options["openai_token"]
-        openai_share = options["openai_share"]
-        if openai_share is None:
-            openai_share = 0.5 if openai_url else 0.0
-        if not 0 <= openai_share <= 1:
-            raise CommandError("--openai-share must be from 0 to 1.")
-        if openai_url is not None:
-            try:
-                check_local_url(openai_url)
-            except ValueError as exc:
-                raise CommandError(f"--openai-url: {exc}.") from None
-        elif openai_share > 0 or openai_token is not None:
-            raise CommandError("The pass-through needs --openai-url.")
+        openai_share = _share("openai", openai_url, options["openai_share"], openai_token)
         if share + openai_share > 1:
             raise CommandError("--ingest-share and --openai-share add up to more than 1.")
 
@@ -207,3 +185,20 @@ class Command(BaseCommand):
 
     def _progress(self, elapsed_s: float, report: Report) -> None:
         self.stdout.write(f"{elapsed_s:.0f} s: {report.line()}")
+
+
+def _share(feeder: str, url: str | None, share: float | None, other_options: object) -> float:
+    """The checked fraction of requests sent to ``--<feeder>-url`` (0.5 by default with one)."""
+    if share is None:
+        share = 0.5 if url else 0.0
+    if not 0 <= share <= 1:
+        raise CommandError(f"--{feeder}-share must be from 0 to 1.")
+    if url is None:
+        if share > 0 or other_options:
+            raise CommandError(f"The {feeder} feeder needs --{feeder}-url.")
+        return share
+    try:
+        check_local_url(url)
+    except ValueError as exc:
+        raise CommandError(f"--{feeder}-url: {exc}.") from None
+    return share
