@@ -27,8 +27,9 @@ class RelayStream:
     """The content of a ``StreamingHttpResponse``: the upstream's SSE bytes, passed on
     as each event completes, read by a ``StreamReader`` on the way.
 
-    The request ends when the relay does: properly (usage from the stream), with an
-    upstream failure (told to the client as an error event), or by the client leaving
+    The request ends when the relay does: properly (usage from the stream; recorded as
+    the upstream's "[DONE]" passes, before the client has it), with an upstream
+    failure (told to the client as an error event), or by the client leaving
     (``aborted: client_disconnect``, with the tokens it had received). Leaving closes
     the upstream answer, which cancels the request on the engine.
     """
@@ -48,7 +49,13 @@ class RelayStream:
         try:
             try:
                 async for data in self._answer.aiter_raw():
-                    if out := reader.feed(data):
+                    out = reader.feed(data)
+                    if reader.done:
+                        # Recorded before the client is handed "[DONE]": a client that
+                        # has its whole answer finds its request in the ring (as with a
+                        # whole JSON answer), not after the upstream hangs up.
+                        tracker.close()
+                    if out:
                         yield out
                 if rest := reader.flush():
                     yield rest

@@ -69,3 +69,30 @@ def test_a_finished_stream_is_not_ended_twice_by_close() -> None:
     (record,) = [r for _, r in recorder.stats.since(0, 10).rows]
     assert (record.aborted, record.error, record.status) == (None, None, 200)
     live.reset()
+
+
+def test_the_request_is_recorded_before_the_client_has_done() -> None:
+    """A client that has read "[DONE]" finds its request in the ring, however long the
+    upstream takes to hang up after it (here: the relay is never resumed past it)."""
+    recorder = live.reset(FakeClock())
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\n\n'
+    content = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+
+    async def scenario() -> tuple[list[bytes], int]:
+        tracker = recorder.track(stream=True).begin()
+        tracker.status = 200
+        answer = _answer(content, usage + b"data: [DONE]\n\n", b": the upstream lingers\n\n")
+        relay = RelayStream(tracker, answer, StreamReader(tracker, forward_usage=False))
+        parts = relay.__aiter__()
+        sent = [await anext(parts), await anext(parts)]
+        recorded = len(recorder.stats.since(0, 10).rows)
+        await parts.aclose()  # the client is done: the relay is not resumed
+        return sent, recorded
+
+    sent, recorded = asyncio.run(scenario())
+    assert sent == [content, b"data: [DONE]\n\n"]  # the usage chunk kept from the client
+    assert recorded == 1
+    (record,) = [r for _, r in recorder.stats.since(0, 10).rows]
+    assert (record.status, record.aborted, record.completion_tokens) == (200, None, 1)
+    assert recorder.serving.active == 0
+    live.reset()
