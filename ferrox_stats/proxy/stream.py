@@ -30,7 +30,7 @@ class RelayStream:
     The request ends when the relay does: properly (usage from the stream; recorded as
     the upstream's "[DONE]" passes, before the client has it), with an upstream
     failure (told to the client as an error event), or by the client leaving
-    (``aborted: client_disconnect``, with the tokens it had received). Leaving closes
+    (``aborted: client_disconnect``, with the tokens it was sent). Leaving closes
     the upstream answer, which cancels the request on the engine.
     """
 
