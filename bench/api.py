@@ -73,6 +73,7 @@ from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from archive_read import MODELS, load
+from host import runqueue_ns
 from pgdb import create_database, drop_database
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
@@ -392,15 +393,6 @@ def oncpu_ns(pid: int | None) -> int:
         return 0
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[0])
-
-
-def runqueue_ns() -> int:
-    """ns this process has spent runnable but waiting for a core (Linux schedstat)."""
-    try:
-        with open("/proc/self/schedstat") as f:
-            return int(f.read().split()[1])
-    except OSError:
-        return 0
 
 
 class Timings:

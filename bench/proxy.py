@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from host import runqueue_ns
 
 DESCRIPTION = "The pass-through vs the simulated engine directly: latency, TTFT, tokens/s."
 
@@ -193,15 +194,6 @@ def cpu_ns(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-
-
-def runqueue_ns() -> int:
-    """ns this process has spent runnable but waiting for a core (Linux schedstat)."""
-    try:
-        with open("/proc/self/schedstat") as f:
-            return int(f.read().split()[1])
-    except OSError:
-        return 0
 
 
 # ---------------------------------------------------------------------------------------
