@@ -102,11 +102,6 @@ class Tracker:
         self._aborted: str | None = None
         self._ended = False
 
-    @property
-    def ended(self) -> bool:
-        """Whether the terminal report was made (the request left flight)."""
-        return self._ended
-
     # -- lifecycle -------------------------------------------------------------
 
     def begin(self) -> Tracker:

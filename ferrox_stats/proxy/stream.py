@@ -87,7 +87,6 @@ class RelayStream:
             self._tracker.close(asyncio.CancelledError())
 
     def _abandon(self) -> None:
-        if not self._tracker.ended:
-            self._tracker.close(asyncio.CancelledError())
+        self._tracker.close(asyncio.CancelledError())  # a no-op if the relay ended it
         if not self._answer.is_closed:
             _in_background(self._answer.aclose())
