@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 from django.utils.module_loading import import_string
 
+from .auth_failures import parse_rate
 from .conf import DEFAULTS
 from .proxy.upstreams import UpstreamConfigError, parse
 
@@ -191,4 +192,17 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                 id="ferrox_stats.E010",
             )
         )
+
+    rate = values["AUTH_FAILURE_RATE"]
+    if rate is not None:
+        try:
+            parse_rate(rate)
+        except ValueError as exc:
+            errors.append(
+                Error(
+                    "FERROX_STATS['AUTH_FAILURE_RATE'] must be a rate like '20/minute' or None.",
+                    hint=f"{exc}; None leaves failed authentications unthrottled.",
+                    id="ferrox_stats.E011",
+                )
+            )
     return errors

@@ -60,6 +60,10 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a process trusts a token it checked before asking the database again
     # (a revocation elsewhere takes up to this long to reach it); 0 checks every time.
     "TOKEN_CACHE_S": 5.0,
+    # Failed authentications (a bearer key that does not verify) each client address
+    # may make, as "<n>/<second|minute|hour|day>": n at once, then one every period/n;
+    # past it, 429 with Retry-After. None: unthrottled.
+    "AUTH_FAILURE_RATE": "20/minute",
     # The OpenAI-compatible pass-through's upstream engines, by name: {"engine-a":
     # {"BASE_URL": "http://10.0.0.5:8000/v1", "API_KEY": None, "MODELS": ["llama-3-8b"]}}.
     # A request goes to the upstream that lists its model, else to the one without
@@ -192,6 +196,11 @@ class Settings:
     @property
     def TOKEN_CACHE_S(self) -> float:
         return float(self._get("TOKEN_CACHE_S"))
+
+    @property
+    def AUTH_FAILURE_RATE(self) -> str | None:
+        value = self._get("AUTH_FAILURE_RATE")
+        return None if value is None else str(value)
 
     @property
     def THROTTLE_RATES(self) -> dict[str, str | None]:

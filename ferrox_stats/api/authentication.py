@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 
+from .. import auth_failures
 from ..models import ApiToken
 from ..tokens import check
+
+TOO_MANY_FAILURES = "Too many failed authentications from this address."
 
 
 class TokenUser:
@@ -47,7 +50,11 @@ class BearerTokenAuthentication(BaseAuthentication):
             secret = parts[1].decode()
         except UnicodeDecodeError:
             raise AuthenticationFailed("The token is not valid.") from None
+        address = auth_failures.client_address(request)
+        if (wait := auth_failures.admit(address, secret)) is not None:
+            raise Throttled(wait, TOO_MANY_FAILURES, code="auth_throttled")
         token = check(secret)
+        auth_failures.settle(address, token)
         if token is None:
             # Never echo what was sent: it may be someone's real key.
             raise AuthenticationFailed("The token is not valid or was revoked.")

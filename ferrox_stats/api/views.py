@@ -45,7 +45,8 @@ ERRORS = {
         400: "A parameter or the body is invalid; the error names it.",
         401: "No or an invalid token.",
         403: "Authenticated, but without this endpoint's scope.",
-        429: "Throttled.",
+        429: "Throttled: this endpoint's rate, or too many failed authentications from "
+        "this address; Retry-After says when to try again.",
     }.items()
 }
 

@@ -8,10 +8,10 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, JsonResponse
 
-from .. import tokens
+from .. import auth_failures, tokens
 from ..conf import conf
 from ..models import ApiToken
-from .errors import error_response
+from .errors import error_response, too_many_failures
 
 
 async def admit(request: HttpRequest, method: str) -> ApiToken | JsonResponse | None:
@@ -44,7 +44,13 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
             "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
             code="missing_api_key",
         )
-    token = tokens.recently_checked(secret) or await _checked(secret)
+    token = tokens.recently_checked(secret)
+    if token is None:
+        address = auth_failures.client_address(request)
+        if (wait := auth_failures.admit(address, secret)) is not None:
+            return too_many_failures(wait)
+        token = await _checked(secret)
+        auth_failures.settle(address, token)
     if token is None:
         # Never echo what was sent: it may be someone's real key.
         return error_response(401, "Incorrect API key provided.", code="invalid_api_key")

@@ -42,6 +42,19 @@ def error_response(
     return JsonResponse(error_body(message, type_, code=code, param=param), status=status)
 
 
+def too_many_failures(wait: int) -> JsonResponse:
+    """429 for an address over ``AUTH_FAILURE_RATE``, shaped like OpenAI's rate limit
+    (the SDKs raise ``RateLimitError`` and honour ``Retry-After``)."""
+    response = error_response(
+        429,
+        f"Too many failed authentications from this address; retry in {wait} s.",
+        "requests",
+        code="rate_limit_exceeded",
+    )
+    response["Retry-After"] = str(wait)
+    return response
+
+
 def sse_error_event(message: str, code: str) -> bytes:
     """An error inside a stream already under way: the SDKs raise it as ``APIError``."""
     body = error_body(message, "server_error", code=code)

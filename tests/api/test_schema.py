@@ -248,6 +248,7 @@ def unthrottled(settings: Any) -> None:
     settings.FERROX_STATS = {
         **settings.FERROX_STATS,
         "THROTTLE_RATES": {"ferrox_stats_history": None, "ferrox_stats_ingest": None},
+        "AUTH_FAILURE_RATE": None,
     }
 
 
