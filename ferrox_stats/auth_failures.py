@@ -94,13 +94,14 @@ class Ledger:
         self._verified: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def admit(self, address: str, digest: str, now: float, count: int, period: float) -> int | None:
+    def admit(self, address: str, secret: str, now: float, count: int, period: float) -> int | None:
         interval = period / count
         bucket = _bucket(address)
         with self._lock:
             spent = max(self._spent.get(bucket, now), now)
             over = spent - now - (period - interval)
-            if over > _EPSILON and digest not in self._verified:
+            # Hashed only for an address over its budget: most requests never pay it.
+            if over > _EPSILON and hash_secret(secret) not in self._verified:
                 return max(1, math.ceil(over))
             self._spent[bucket] = spent + interval
             self._spent.move_to_end(bucket)
@@ -151,7 +152,7 @@ def admit(address: str, secret: str) -> int | None:
         return None
     count, period = _parsed(rate)
     now = live.get_recorder().clock.monotonic()
-    return ledger.admit(address, hash_secret(secret), now, count, period)
+    return ledger.admit(address, secret, now, count, period)
 
 
 def settle(address: str, token: ApiToken | None) -> None:

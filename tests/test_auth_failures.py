@@ -11,6 +11,7 @@ from django.test import Client
 
 from ferrox_stats import auth_failures, live, tokens
 from ferrox_stats.auth_failures import Ledger, parse_rate
+from ferrox_stats.tokens import hash_secret
 from tests.api.conftest import PREFIX
 from tests.conftest import FakeClock
 
@@ -70,14 +71,14 @@ def test_an_attempt_is_charged_before_its_check_and_refunded_when_it_verifies() 
     # Three checks under way at once (none settled yet): a fourth must wait, or a burst
     # of concurrent guesses would all pass before the first failed.
     assert [ledger.admit("a", f"k{i}", 0.0, 3, 60.0) for i in range(4)] == [None] * 3 + [20]
-    ledger.settle("a", "k0", 0.0, 3, 60.0)  # it verified: its charge comes back
+    ledger.settle("a", hash_secret("k0"), 0.0, 3, 60.0)  # it verified: its charge comes back
     assert ledger.admit("a", "k4", 0.0, 3, 60.0) is None
 
 
 def test_a_key_this_process_verified_passes_a_blocked_address() -> None:
     ledger = Ledger(100, 100)
     assert ledger.admit("nat", "good", 0.0, 3, 60.0) is None
-    ledger.settle("nat", "good", 0.0, 3, 60.0)
+    ledger.settle("nat", hash_secret("good"), 0.0, 3, 60.0)
     failures(ledger, "nat", 1.0, 3)  # someone else behind the same address
     assert ledger.admit("nat", "new-key", 1.0, 3, 60.0) == 20
     assert ledger.admit("nat", "good", 1.0, 3, 60.0) is None
@@ -93,7 +94,7 @@ def test_the_addresses_and_keys_tracked_are_bounded() -> None:
     assert failures(ledger, "10.0.0.4", 0.0, 1) == [20]
     for key in ("k1", "k2", "k3"):
         ledger.admit("x", key, 0.0, 100, 60.0)
-        ledger.settle("x", key, 0.0, 100, 60.0)
+        ledger.settle("x", hash_secret(key), 0.0, 100, 60.0)
     failures(ledger, "x", 0.0, 200, "100/minute")
     assert ledger.admit("x", "k1", 0.0, 100, 60.0) is not None  # forgotten
     assert ledger.admit("x", "k3", 0.0, 100, 60.0) is None
@@ -104,7 +105,7 @@ def test_a_key_that_verifies_leaves_nothing_behind() -> None:
     ledger = Ledger(100, 100)
     for i in range(50):
         assert ledger.admit(f"10.1.0.{i}", "good", 0.0, 3, 60.0) is None
-        ledger.settle(f"10.1.0.{i}", "good", 0.0, 3, 60.0)
+        ledger.settle(f"10.1.0.{i}", hash_secret("good"), 0.0, 3, 60.0)
     assert len(ledger) == 0
 
 
