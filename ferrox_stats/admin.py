@@ -224,10 +224,21 @@ class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[t
         ("Decode", {"fields": ("decode_ms", "decode_tps", "itl_ms")}),
         (
             "Provenance",
-            {"fields": ("client", "via_api_key", "replica", "instance", "seq", "commit_xid", "id")},
+            {
+                "fields": (
+                    "client",
+                    "via_api_key",
+                    "replica",
+                    "ingested",
+                    "instance",
+                    "seq",
+                    "commit_xid",
+                    "id",
+                )
+            },
         ),
     )
-    readonly_fields = ("id", "at_ms", "decode_tps", "itl_ms", "commit_xid")
+    readonly_fields = ("id", "at_ms", "decode_tps", "itl_ms", "commit_xid", "ingested")
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ArchiveChangeList

@@ -4,7 +4,10 @@ A batch is validated item by item (an unknown field, a wrong type, NaN, a negati
 or absurd value, a string shaped like a secret key: that item is rejected with a
 reason that names the field, never its value). The valid ones are written to the
 archive synchronously (so "accepted" means stored), idempotent on the producer's
-``request_id`` per replica, then enter this process's ring and counters.
+``request_id`` (and ``instance``/``seq``) within the token's replica, then enter this
+process's ring and counters. Those keys are the producer's word: they are namespaced by
+the token's replica and kept apart from the server's own records, so no producer can
+make another replica's records, or this deployment's, answer ``duplicate``.
 """
 
 from __future__ import annotations
@@ -201,7 +204,7 @@ def ingest(
             continue
         record = checked._replace(replica=replica)
         result.results.append(ItemResult(index, "", record.request_id))
-        pending.append(Pending(item.get("seq"), record, instance))
+        pending.append(Pending(item.get("seq"), record, instance, ingested=True))
         positions.append(index)
 
     if pending:

@@ -74,6 +74,13 @@ class FinishedRequest(models.Model):
     instance = models.CharField(max_length=200, null=True, blank=True)
     seq = models.BigIntegerField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=OUTCOMES)
+    # Whose word the row's keys are: True for a record an ingest token's replica
+    # reported (its ``request_id``, ``instance`` and ``seq`` are the producer's), False
+    # for one this deployment's own processes recorded (tracker, pass-through). The two
+    # are separate namespaces, so no producer can collide with the server's records.
+    # Rows archived before migration 0007 read True whatever their origin: marking them
+    # would rewrite the table, and a row already stored cannot be made to vanish.
+    ingested = models.BooleanField(db_default=True, editable=False)
     # The transaction that archived the row, so a poller can follow rows in the order
     # they became visible (see ``queries.committed_after``). Set by the database.
     commit_xid = models.BigIntegerField(
@@ -87,13 +94,18 @@ class FinishedRequest(models.Model):
         verbose_name_plural = "finished requests"
         ordering = ("-finished_at", "-id")
         constraints = [
-            # A replayed record is never stored twice.
+            # A replayed record is never stored twice; keys are namespaced by what the
+            # server knows (the token's replica, or its own processes), never only by
+            # what a producer claims.
             models.UniqueConstraint(
-                fields=["replica", "request_id"], name="ferrox_stats_fr_replica_request_uniq"
+                fields=["replica", "request_id", "ingested"],
+                name="ferrox_stats_fr_ns_request_uniq",
             ),
             # ... nor is one re-sent after a commit whose acknowledgement was lost.
+            # ``instance`` leads: the SQLite writer looks rows up by it.
             models.UniqueConstraint(
-                fields=["instance", "seq"], name="ferrox_stats_fr_instance_seq_uniq"
+                fields=["instance", "seq", "replica", "ingested"],
+                name="ferrox_stats_fr_ns_instance_seq_uniq",
             ),
             models.CheckConstraint(
                 condition=Q(status__isnull=True) | Q(status__gte=100, status__lte=599),

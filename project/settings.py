@@ -18,6 +18,23 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "ferrox-stats-demo-not-secret")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
 
+if not DEBUG:
+    # Production (DJANGO_DEBUG=0) is served over HTTPS only: plain HTTP is redirected,
+    # cookies never travel in clear, and browsers are told to stay on HTTPS (HSTS).
+    # Behind a proxy that terminates TLS, DJANGO_SECURE_PROXY_SSL_HEADER=1 trusts its
+    # X-Forwarded-Proto (only when the proxy sets it on every request). HSTS is hard to
+    # take back: start with a small DJANGO_HSTS_SECONDS and raise it once HTTPS is known
+    # good; DJANGO_HSTS_INCLUDE_SUBDOMAINS=0 / DJANGO_HSTS_PRELOAD=0 opt out (and
+    # `check --deploy` then says so).
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = os.environ.get("DJANGO_HSTS_INCLUDE_SUBDOMAINS", "1") == "1"
+    SECURE_HSTS_PRELOAD = os.environ.get("DJANGO_HSTS_PRELOAD", "1") == "1"
+    if os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER") == "1":
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

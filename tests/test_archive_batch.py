@@ -98,3 +98,25 @@ def test_each_item_is_answered_in_order() -> None:
     result = write_batch(items)
     assert result.outcomes == ["inserted", "duplicate", "dead", "duplicate"]
     assert (result.inserted, result.duplicates, len(result.dead)) == (1, 2, 1)
+
+
+def test_the_servers_keys_and_a_producers_are_separate_namespaces() -> None:
+    # The same replica, request id, instance and seq: once recorded by this deployment,
+    # once reported by an ingest token's producer. Neither makes the other a duplicate;
+    # a resend of either still is one (on PostgreSQL through the staging table).
+    record = make_record(request_id="req-1", replica="test-replica")
+    own = Pending(0, record, "test-replica/1/abc", ingested=False)
+    produced = own._replace(ingested=True)
+    assert write_batch([own]).outcomes == ["inserted"]
+    assert write_batch([produced, own]).outcomes == ["inserted", "duplicate"]
+    assert write_batch([own, produced]).outcomes == ["duplicate", "duplicate"]
+    assert sorted(FinishedRequest.objects.values_list("ingested", flat=True)) == [False, True]
+
+
+def test_a_producers_instance_and_seq_are_its_replicas_own() -> None:
+    # No request id: two replicas' producers that both name their process "engine-0".
+    a = Pending(7, Record(at_ms=1000, replica="gpu-a"), "engine-0", ingested=True)
+    b = a._replace(record=a.record._replace(replica="gpu-b"))
+    assert write_batch([a]).outcomes == ["inserted"]
+    assert write_batch([b, a]).outcomes == ["inserted", "duplicate"]
+    assert sorted(FinishedRequest.objects.values_list("replica", flat=True)) == ["gpu-a", "gpu-b"]

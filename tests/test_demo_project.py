@@ -181,6 +181,27 @@ def test_the_demo_project_passes_its_checks(tmp_path: Path) -> None:
     assert check.returncode == 0, check.stderr
 
 
+# What README's "Production" section documents (a made-up key of deploy strength).
+PRODUCTION = {
+    "DJANGO_DEBUG": "0",
+    "DJANGO_SECRET_KEY": "x7Kq2vN9pL4wR8tY1uZ6mB3cD5fG0hJ2kA9sE4xW7qT1yU8iO3pL6nM0vC5bQ",
+    "DJANGO_ALLOWED_HOSTS": "telemetry.example.com",
+}
+
+
+def test_check_deploy_passes_in_production_mode(tmp_path: Path) -> None:
+    check = manage("check", "--deploy", "--fail-level", "WARNING", tmp_path=tmp_path, **PRODUCTION)
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.strip() == "System check identified no issues (0 silenced)."
+
+
+def test_check_deploy_refuses_production_with_the_demos_public_key(tmp_path: Path) -> None:
+    env = {**PRODUCTION, "DJANGO_SECRET_KEY": "ferrox-stats-demo-not-secret"}
+    check = manage("check", "--deploy", "--fail-level", "WARNING", tmp_path=tmp_path, **env)
+    assert check.returncode == 1
+    assert re.findall(r"^\?: \((\S+)\)", check.stderr, re.MULTILINE) == ["security.W009"]
+
+
 def test_home_links_everywhere_logs_in_and_shows_staff_the_live_summary(migrated: Path) -> None:
     assert last_line(manage("shell", "-c", PAGES, tmp_path=migrated)) == "ok"
 

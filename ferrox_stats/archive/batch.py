@@ -48,12 +48,19 @@ class BatchResult:
 
 
 def keys(item: Pending) -> list[Hashable]:
-    """The unique keys a row is known by: (replica, request_id) and (instance, seq)."""
+    """The unique keys a row is known by: its request_id and its (instance, seq), each
+    within its namespace (``replica`` and whether a producer reported it)."""
+    return _keys(
+        item.ingested, item.record.replica, item.record.request_id, item.instance, item.seq
+    )
+
+
+def _keys(ingested: bool, replica: Any, request_id: Any, instance: Any, seq: Any) -> list[Hashable]:
     found: list[Hashable] = []
-    if item.record.request_id is not None:
-        found.append(("request", item.record.replica, item.record.request_id))
-    if item.instance is not None and item.seq is not None:
-        found.append(("seq", item.instance, item.seq))
+    if request_id is not None:
+        found.append(("request", ingested, replica, request_id))
+    if instance is not None and seq is not None:
+        found.append(("seq", ingested, replica, instance, seq))
     return found
 
 
@@ -165,18 +172,15 @@ def _staged_insert(cursor: Any, items: Sequence[Pending]) -> list[bool]:
     # archived. RETURNING names the rows that went in; the rest were duplicates.
     cursor.execute(
         f"INSERT INTO {TABLE} ({_COLUMN_LIST}) SELECT {_COLUMN_LIST} FROM {STAGING} "
-        "ON CONFLICT DO NOTHING RETURNING replica, request_id, instance, seq"
+        "ON CONFLICT DO NOTHING RETURNING ingested, replica, request_id, instance, seq"
     )
     returned = cursor.fetchall()
     cursor.execute(f"TRUNCATE {STAGING}")
     if len(returned) == len(items):
         return [True] * len(items)
     went_in: set[Hashable] = set()
-    for replica, request_id, instance, seq in returned:
-        if request_id is not None:
-            went_in.add(("request", replica, request_id))
-        if instance is not None and seq is not None:
-            went_in.add(("seq", instance, seq))
+    for row in returned:
+        went_in.update(_keys(*row))
     # Items are unique by key here (write_batch removed in-batch duplicates), and a
     # row with no key can never conflict, so it always went in.
     return [not keys(item) or keys(item)[0] in went_in for item in items]
@@ -191,17 +195,19 @@ def _bulk_insert(items: Sequence[Pending], using: str) -> list[bool]:
     archived: set[Hashable] = set()
     if request_ids:
         archived.update(
-            ("request", replica, request_id)
-            for replica, request_id in manager.filter(request_id__in=request_ids)
-            .values_list("replica", "request_id")
+            ("request", ingested, replica, request_id)
+            for ingested, replica, request_id in manager.filter(request_id__in=request_ids)
+            .values_list("ingested", "replica", "request_id")
             .iterator()
         )
     if instances:
         seqs = {i.seq for i in items if i.instance is not None and i.seq is not None}
         archived.update(
-            ("seq", instance, seq)
-            for instance, seq in manager.filter(instance__in=instances, seq__in=seqs)
-            .values_list("instance", "seq")
+            ("seq", ingested, replica, instance, seq)
+            for ingested, replica, instance, seq in manager.filter(
+                instance__in=instances, seq__in=seqs
+            )
+            .values_list("ingested", "replica", "instance", "seq")
             .iterator()
         )
     fresh = [not any(key in archived for key in keys(item)) for item in items]

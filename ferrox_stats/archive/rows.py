@@ -35,6 +35,7 @@ COLUMNS: tuple[str, ...] = (
     "instance",
     "seq",
     "outcome",
+    "ingested",
 )
 
 # Limits the database enforces by raising for the whole batch; checking them first
@@ -62,11 +63,16 @@ MAX_AT_MS = (datetime(9999, 12, 30, tzinfo=UTC) - EPOCH) // ONE_MS
 
 
 class Pending(NamedTuple):
-    """A record waiting to be archived, with the ring seq and process that recorded it."""
+    """A record waiting to be archived, with the ring seq and process that recorded it.
+
+    ``ingested`` says whose keys they are: an ingest token's replica (True) or this
+    deployment's own processes (False); the archive keeps the two namespaces apart.
+    """
 
     seq: int | None
     record: Record
     instance: str | None
+    ingested: bool = False
 
 
 def at_ms_to_datetime(at_ms: int) -> datetime:
@@ -164,6 +170,7 @@ def row_values(item: Pending) -> tuple[Any, ...]:
         item.instance,
         item.seq,
         outcome(r),
+        item.ingested,
     )
 
 

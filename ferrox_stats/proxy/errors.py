@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, TypeVar
 
 import httpx
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 
 if TYPE_CHECKING:
     from .upstreams import Upstream
+
+logger = logging.getLogger("ferrox_stats.proxy")
+
+R = TypeVar("R", bound=HttpResponse)
 
 # What a record's ``error`` says when the upstream, not the client, failed it.
 UPSTREAM_TIMEOUT = "upstream_timeout"  # silent past PROXY_READ_TIMEOUT_S, or no connection
@@ -61,15 +66,27 @@ def sse_error_event(message: str, code: str) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
+def upstream_failure(response: R, upstream: Upstream, what: str) -> R:
+    """``response``, our answer to an upstream's failure, logged as that: a WARNING on
+    ``ferrox_stats.proxy`` naming the upstream and what it did, instead of Django's
+    ERROR "Internal Server Error: …", which then stays for our own failures."""
+    logger.warning("upstream %r %s -> %d to the client", upstream.name, what, response.status_code)
+    # django.request logs every response >= 500 as an ERROR unless it is marked as
+    # logged already (django.utils.log.log_response, Django 5.2 and 6.0 alike).
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
+
+
 def upstream_refused(upstream: Upstream, status: int) -> JsonResponse:
     """The upstream answered 401/403 to the pass-through's own credentials."""
-    return error_response(
+    response = error_response(
         502,
         f"The upstream {upstream.name!r} refused the pass-through's credentials ({status}); "
         "its API_KEY in PROXY_UPSTREAMS needs fixing.",
         "server_error",
         code="upstream_auth_failed",
     )
+    return upstream_failure(response, upstream, f"refused our credentials ({status})")
 
 
 def failure_code(exc: httpx.TransportError) -> str:
@@ -81,6 +98,9 @@ def upstream_failed(upstream: Upstream, exc: httpx.TransportError) -> JsonRespon
     """504 for an upstream silent too long (or no connection in time), else 502."""
     if isinstance(exc, httpx.TimeoutException):
         status, message = 504, f"The upstream {upstream.name!r} did not answer in time."
+        what = "did not answer in time"
     else:
         status, message = 502, f"The upstream {upstream.name!r} could not be reached."
-    return error_response(status, message, "server_error", code=failure_code(exc))
+        what = "could not be reached"
+    response = error_response(status, message, "server_error", code=failure_code(exc))
+    return upstream_failure(response, upstream, f"{what} ({type(exc).__name__})")

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from .auth import admit
 from .clients import client_for
-from .errors import upstream_failed, upstream_refused
+from .errors import upstream_failed, upstream_failure, upstream_refused
 from .upstreams import Upstream, routing
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,10 @@ async def _passed_on(upstream: Upstream) -> HttpResponse:
     if answer.status_code in (401, 403):
         return upstream_refused(upstream, answer.status_code)
     content_type = answer.headers.get("content-type", "application/json")
-    return HttpResponse(answer.content, status=answer.status_code, content_type=content_type)
+    passed = HttpResponse(answer.content, status=answer.status_code, content_type=content_type)
+    if answer.status_code >= 500:
+        return upstream_failure(passed, upstream, f"answered {answer.status_code}")
+    return passed
 
 
 async def _models_of(upstream: Upstream) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from .errors import (
     error_response,
     failure_code,
     upstream_failed,
+    upstream_failure,
     upstream_refused,
     upstream_status_error,
 )
@@ -136,14 +137,18 @@ def _whole_answer(
         return upstream_refused(upstream, status)
     tracker.finish(error=upstream_status_error(status))
     if _is_openai_error(answer.content):
-        return HttpResponse(answer.content, status=status, content_type=content_type)
-    # Not an OpenAI error object (a proxy's HTML page, say): say what happened instead.
-    return error_response(
-        status,
-        f"The upstream {upstream.name!r} answered {status}.",
-        "server_error" if status >= 500 else "invalid_request_error",
-        code=f"upstream_{status}",
-    )
+        relayed = HttpResponse(answer.content, status=status, content_type=content_type)
+    else:
+        # Not an OpenAI error object (a proxy's HTML page, say): say what happened instead.
+        relayed = error_response(
+            status,
+            f"The upstream {upstream.name!r} answered {status}.",
+            "server_error" if status >= 500 else "invalid_request_error",
+            code=f"upstream_{status}",
+        )
+    if status >= 500:
+        return upstream_failure(relayed, upstream, f"answered {status}")
+    return relayed
 
 
 def _is_openai_error(body: bytes) -> bool:

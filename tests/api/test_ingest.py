@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from ferrox_stats import live, tokens
+from ferrox_stats.archive.writer import ArchiveWriter
 from ferrox_stats.models import ApiToken, FinishedRequest
 from tests.api.conftest import PREFIX, TokenClient
 from tests.conftest import FakeClock
+from tests.factories import make_record
 
 pytestmark = pytest.mark.django_db
 URL = f"{PREFIX}/v1/ingest"
@@ -221,3 +223,62 @@ def test_a_revoked_token_can_no_longer_ingest(ingest_secret: str, clock: FakeClo
     response = post(TokenClient(ingest_secret), {"records": [item(1, clock)]})
     assert response.status_code == 401
     assert FinishedRequest.objects.count() == 0
+
+
+def test_two_replicas_producers_may_use_the_same_instance_and_seq(
+    clock: FakeClock, recorder: live.Recorder
+) -> None:
+    bodies = []
+    for replica in ("gpu-a", "gpu-b"):
+        _, secret = tokens.issue(f"engine-{replica}", read=False, ingest=True, replica=replica)
+        batch = {"records": [item(0, clock, request_id=f"{replica}-0", seq=7)], "instance": "p"}
+        bodies.append(post(TokenClient(secret), batch).json())
+    assert [(b["accepted"], b["duplicate"]) for b in bodies] == [(1, 0), (1, 0)]
+    assert sorted(FinishedRequest.objects.values_list("replica", "instance", "seq")) == [
+        ("gpu-a", "p", 7),
+        ("gpu-b", "p", 7),
+    ]
+
+
+def test_a_replay_under_another_token_of_the_same_replica_is_a_duplicate(
+    ingest_client: TokenClient, clock: FakeClock
+) -> None:
+    # Token rotation: the namespace is the replica, not the token.
+    batch = {"records": [item(n, clock, seq=n) for n in range(3)], "instance": "engine-proc-1"}
+    assert post(ingest_client, batch).json()["accepted"] == 3
+    _, secret = tokens.issue("engine-gpu-1-rotated", read=False, ingest=True, replica="gpu-1")
+    assert post(TokenClient(secret), batch).json()["duplicate"] == 3
+    # The same (instance, seq) under new request ids is still this replica's resend.
+    resent = {**batch, "records": [item(n + 10, clock, seq=n) for n in range(3)]}
+    assert post(TokenClient(secret), resent).json()["duplicate"] == 3
+    assert FinishedRequest.objects.count() == 3
+
+
+def test_a_producer_squatting_the_servers_identity_takes_nothing_away(
+    clock: FakeClock, recorder: live.Recorder
+) -> None:
+    # The worst case: the token's replica is the server's own, and the producer copies
+    # the server's instance, seqs and request ids (all visible in /v1/stats and the
+    # ring) before the archiver has written them.
+    writer = ArchiveWriter(instance=recorder.instance, autostart=False)
+    recorder.sink = writer
+    served = [
+        make_record(request_id=f"req_{n}", at_ms=clock.wall - 1000, replica=recorder.replica)
+        for n in range(20)
+    ]
+    seqs = [recorder.finished(record) for record in served]
+    _, secret = tokens.issue("squatter", read=False, ingest=True, replica=recorder.replica)
+    squat = {
+        "records": [
+            item(0, clock, request_id=r.request_id, seq=s)
+            for r, s in zip(served, seqs, strict=True)
+        ],
+        "instance": recorder.instance,
+    }
+    assert post(TokenClient(secret), squat).json()["accepted"] == 20
+    assert writer.drain(deadline_s=60)
+    health = writer.health()
+    assert (health.persisted, health.duplicates, health.dead_lettered) == (20, 0, 0)
+    own = FinishedRequest.objects.filter(ingested=False, instance=recorder.instance)
+    assert sorted(own.values_list("seq", flat=True)) == seqs
+    assert FinishedRequest.objects.filter(ingested=True).count() == 20

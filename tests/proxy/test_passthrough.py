@@ -4,16 +4,18 @@ identical to calling the engine directly, and records that carry the right figur
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from ferrox_stats import live
+from ferrox_stats import live, tokens
 from ferrox_stats.archive.writer import ArchiveWriter
 from ferrox_stats.loadgen.engine import SimulatedEngine
 from ferrox_stats.models import FinishedRequest
+from tests.api.conftest import PREFIX, TokenClient
 from tests.asgi_server import serve
 from tests.proxy.conftest import UPSTREAM_KEY, Plane, no_pause, set_proxy, upstreams
 
@@ -245,6 +247,36 @@ def test_hundred_concurrent_streams_are_each_recorded_once(plane: Plane) -> None
     assert writer.drain(10.0)
     archived = FinishedRequest.objects.values_list("request_id", "completion_tokens")
     assert sorted(archived) == sorted((e["request_id"], 5) for e in entries)
+
+
+def test_a_producer_squatting_the_servers_identity_loses_no_pass_through_record(
+    plane: Plane,
+) -> None:
+    # What an ingest token can learn (the instance from /v1/stats, seqs and request ids
+    # from the ring), replayed before the archiver writes, with the server's replica.
+    plane.engine.pause = no_pause
+    recorder = live.get_recorder()
+    writer = ArchiveWriter(instance=recorder.instance, autostart=False)
+    recorder.sink = writer
+    for _ in range(8):
+        through(plane).chat.completions.create(model="sim-small", messages=MESSAGES)
+    rows = recorder.stats.since(0, 256).rows
+    assert len(rows) == 8
+    _, secret = tokens.issue("squatter", read=False, ingest=True, replica=recorder.replica)
+    squat = {
+        "instance": recorder.instance,
+        "records": [{"request_id": r.request_id, "at_ms": r.at_ms, "seq": s} for s, r in rows],
+    }
+    answer = TokenClient(secret).post(
+        f"{PREFIX}/v1/ingest", data=json.dumps(squat), content_type="application/json"
+    )
+    assert answer.json()["accepted"] == 8
+    assert writer.drain(10.0)
+    assert writer.health().duplicates == 0
+    own = FinishedRequest.objects.filter(ingested=False, instance=recorder.instance)
+    assert sorted(own.values_list("seq", "request_id")) == sorted(
+        (s, r.request_id) for s, r in rows
+    )
 
 
 def test_routes_by_model_to_the_upstream_that_serves_it(plane: Plane, settings: Any) -> None:
