@@ -6,7 +6,6 @@ by ``documents``, ``archive`` or ``ingest``, never here.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -17,9 +16,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -36,6 +34,7 @@ from . import errors, serializers
 from .authentication import BearerTokenAuthentication
 from .filters import HistoryFilter
 from .params import clamped_limit, non_negative_int
+from .parsers import BoundedJSONParser
 from .permissions import INGEST, READ, EndpointAccess
 from .throttling import FerroxScopedRateThrottle
 
@@ -258,22 +257,6 @@ class HistoryExportView(FerroxView):
         )
         response["Content-Disposition"] = f'attachment; filename="ferrox-requests.{fmt}"'
         return response
-
-
-class BoundedJSONParser(BaseParser):
-    """JSON with a hard body limit (413); NaN and Infinity parse, so items can be refused."""
-
-    media_type = "application/json"
-
-    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        limit = conf.INGEST_MAX_BODY_BYTES
-        body = stream.read(limit + 1) if stream is not None else b""
-        if len(body) > limit:
-            raise errors.PayloadTooLarge(f"The body is larger than {limit} bytes.")
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise ParseError("The body is not valid JSON.") from None
 
 
 class IngestView(FerroxView):

@@ -6,6 +6,7 @@ its wire dict, ``Stats`` the ring of records plus the summaries over what it ret
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -58,12 +59,14 @@ def decode_tps(record: Record) -> float | None:
     """Tokens per second of the decode loop; ``None`` when it cannot be computed.
 
     The first token ends the prefill, so the decode loop produced
-    ``completion_tokens - 1`` tokens in ``decode_ms``.
+    ``completion_tokens - 1`` tokens in ``decode_ms``. A rate too large for a float
+    (a denormal ``decode_ms``) is not a measurement either: ``None``, never infinity.
     """
     tokens, decode_ms = record.completion_tokens, record.decode_ms
     if tokens is None or tokens < 2 or decode_ms is None or decode_ms <= 0:
         return None
-    return (tokens - 1) * 1000.0 / decode_ms
+    rate = (tokens - 1) * 1000.0 / decode_ms
+    return rate if math.isfinite(rate) else None
 
 
 def itl_ms(record: Record) -> float | None:
