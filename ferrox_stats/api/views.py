@@ -33,7 +33,7 @@ from ..models import ApiToken, FinishedRequest
 from . import errors, serializers
 from .authentication import BearerTokenAuthentication
 from .filters import HistoryFilter
-from .params import clamped_limit, non_negative_int
+from .params import clamped_limit, non_negative_int, only_known
 from .parsers import BoundedJSONParser
 from .permissions import INGEST, READ, EndpointAccess
 from .throttling import FerroxScopedRateThrottle
@@ -82,7 +82,11 @@ INSTANCE = OpenApiParameter(
 )
 
 
+RING_PARAMETERS = ("since", "limit", "instance")
+
+
 def _ring_page(request: Request, recorder: live.Recorder) -> Any:
+    only_known(request, RING_PARAMETERS)
     since = non_negative_int(request, "since", 0)
     limit = clamped_limit(request, conf.REQUESTS_DEFAULT_LIMIT, recorder.stats.max_page)
     return recorder.stats.since(since, limit, request.query_params.get("instance") or None)
@@ -177,6 +181,7 @@ class HistoryView(FerroxView):
         responses={200: serializers.HistoryPageSerializer, **ERRORS},
     )
     def get(self, request: Request) -> Response:
+        only_known(request, [*HistoryFilter.base_filters, "cursor", "order", "limit"])
         order = request.query_params.get("order", "newest")
         if order not in ORDERS:
             raise ValidationError({"order": ["order must be 'newest', 'oldest' or 'committed'."]})
@@ -248,6 +253,7 @@ class HistoryExportView(FerroxView):
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:
+        only_known(request, [*HistoryFilter.base_filters, "format"])
         fmt = request.query_params.get("format")
         if fmt not in export.CONTENT_TYPES:
             raise ValidationError({"format": ["format must be 'csv' or 'jsonl'."]})
