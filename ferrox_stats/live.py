@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .core.rate import LastKnown, gauge_problem, pool_occupancy
-from .core.requests import Record, Stats, Summary
+from .core.requests import Record, Stats, Summary, encodable
 from .core.serving import ServingSnapshot, ServingStats
 from .tracker import DISCONNECT_EXCEPTIONS, ClientDisconnected, Tracker
 
@@ -172,7 +172,12 @@ class Recorder:
         self.queue_depth.observe(now, queue_depth)
 
     def finished(self, record: Record) -> int:
-        """Put a finished record in the ring and hand it to the sink; return its seq."""
+        """Put a finished record in the ring and hand it to the sink; return its seq.
+
+        A lone surrogate in one of its strings (no response could encode it) is
+        replaced by U+FFFD first.
+        """
+        record = encodable(record)
         seq = self.stats.record(record)
         sink = self.sink
         if sink is not None:

@@ -7,6 +7,7 @@ its wire dict, ``Stats`` the ring of records plus the summaries over what it ret
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -53,6 +54,23 @@ class Record(NamedTuple):
 
 RECORD_FIELDS: tuple[str, ...] = Record._fields
 DERIVED_FIELDS: tuple[str, ...] = ("decode_tps", "itl_ms")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(record: Record) -> Record:
+    """``record`` with each lone surrogate in its strings replaced by U+FFFD.
+
+    Such a string (a client's ``"model": "\\ud800"``) cannot be encoded as UTF-8, so no
+    response or page could show it. The same record when there is none (the usual case).
+    """
+    changes: dict[str, Any] = {
+        name: _SURROGATE.sub("\ufffd", value)
+        for name, value in zip(Record._fields, record, strict=True)
+        if isinstance(value, str) and not value.isascii() and _SURROGATE.search(value)
+    }
+    return record._replace(**changes) if changes else record
 
 
 def decode_tps(record: Record) -> float | None:

@@ -12,7 +12,8 @@ import logging
 from typing import Any
 
 import pytest
-from django.test import Client
+from asgiref.sync import async_to_sync
+from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from ferrox_stats import live
@@ -253,3 +254,26 @@ def test_nesting_up_to_the_cap_is_parsed(ingest_client: TokenClient) -> None:
     raw = '{"records": [], "gauges": ' + '{"a": ' * 31 + "1" + "}" * 32
     response = ingest_client.post(INGEST, data=raw, content_type="application/json")
     assert response.json()["gauges"] == "unknown gauge 'a'"
+
+
+def test_a_surrogate_a_client_sends_through_the_pass_through_breaks_no_page(
+    read_client: TokenClient,
+    superuser_client: Client,
+    settings: Any,
+    recorder: live.Recorder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The pass-through records the model a client names, before any upstream answers.
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "PROXY_REQUIRE_KEY": False}
+    # AsyncClient: the pass-through serves only under ASGI.
+    response = async_to_sync(AsyncClient().post)(
+        "/v1/chat/completions",
+        data=encoded({"model": f"m{SURROGATE}", "messages": []}),
+        content_type="application/json",
+    )
+    assert response.status_code == 404
+    assert recorder.stats.recorded_total == 1
+    (entry,) = read_client.get(f"{PREFIX}/v1/requests").json()["entries"]
+    assert entry["model"] == "m\ufffd"  # replaced: the response could not encode it
+    assert superuser_client.get(reverse("ferrox_stats:web:dashboard")).status_code == 200
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
