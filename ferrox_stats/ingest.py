@@ -19,6 +19,7 @@ from typing import Any
 
 from .archive.batch import DEAD, DUPLICATE, INSERTED, write_batch
 from .archive.rows import MAX_LENGTHS, Pending, text_problem
+from .core.rate import gauge_problem
 from .core.requests import RECORD_FIELDS, Record
 from .live import Recorder
 
@@ -138,7 +139,8 @@ def validate_item(item: Any, now_ms: int) -> Record | str:
         value = item.get(name)
         if value is None:
             continue
-        if not _is_number(value) or not math.isfinite(value):
+        # math.isfinite() of an int too large for a float would raise.
+        if not _is_number(value) or not (isinstance(value, int) or math.isfinite(value)):
             return f"{name} must be a finite number"
         if not 0 <= value <= MAX_TIME_MS:
             return f"{name} must be from 0 to {MAX_TIME_MS:.0f} ms"
@@ -160,18 +162,11 @@ def validate_gauges(gauges: Any) -> dict[str, float] | str:
     unknown = sorted(set(gauges) - GAUGE_FIELDS)
     if unknown:
         return f"unknown gauge {describe_name(unknown[0])}"
-    found: dict[str, float] = {}
-    for name, value in gauges.items():
-        if value is None:
-            continue
-        if not _is_number(value) or not math.isfinite(value) or value < 0:
-            return f"{name} must be a finite number >= 0"
-        found[name] = float(value)
-    used, total = found.get("pool_used"), found.get("pool_total")
-    if (used is None) != (total is None):
+    if problem := gauge_problem(**gauges):
+        return problem
+    found = {name: float(value) for name, value in gauges.items() if value is not None}
+    if ("pool_used" in found) != ("pool_total" in found):
         return "pool_used and pool_total come together"
-    if used is not None and total is not None and total > 0 and used > total:
-        return "pool_used exceeds pool_total"
     return found
 
 
@@ -193,11 +188,12 @@ def ingest(
         checked = validate_item(item, now_ms)
         if isinstance(checked, str):
             request_id = item.get("request_id") if isinstance(item, dict) else None
+            # Echoed only if it could be stored: never a secret, and never a string the
+            # response cannot encode (a lone surrogate).
             echo = (
                 request_id
                 if isinstance(request_id, str)
-                and len(request_id) <= MAX_LENGTHS["request_id"]
-                and not SECRET_SHAPE.search(request_id)
+                and string_problem("request_id", request_id, MAX_LENGTHS["request_id"]) is None
                 else None
             )
             result.results.append(ItemResult(index, REJECTED, echo, checked))

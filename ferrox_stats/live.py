@@ -19,6 +19,7 @@ cancellation, ``GeneratorExit`` (the client went away mid-stream) or
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -27,10 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .core.rate import LastKnown, pool_occupancy
-from .core.requests import Record, Stats, Summary
+from .core.rate import LastKnown, gauge_problem, pool_occupancy
+from .core.requests import Record, Stats, Summary, encodable
 from .core.serving import ServingSnapshot, ServingStats
 from .tracker import DISCONNECT_EXCEPTIONS, ClientDisconnected, Tracker
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DISCONNECT_EXCEPTIONS",
@@ -120,6 +123,8 @@ class Recorder:
         self.stats = Stats(capacity, max_page, self.instance)
         self.pool_occupancy: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.queue_depth: LastKnown[float] = LastKnown(gauge_max_age_s)
+        self.gauges_refused = 0  # gauge reports ignored as impossible
+        self._gauge_lock = threading.Lock()
         self.sink = sink
         self.sink_errors = 0
         self.started_at = self.clock.monotonic()
@@ -144,13 +149,35 @@ class Recorder:
         pool_total: float | None = None,
         queue_depth: float | None = None,
     ) -> None:
-        """A report of values only some reports carry; what it lacks is left as it was."""
+        """A report of values only some reports carry; what it lacks is left as it was.
+
+        A report that cannot be a measurement (see ``core.rate.gauge_problem``: not a
+        finite number from 0 to its maximum, or ``pool_used > pool_total``) is ignored
+        whole and counted in ``gauges_refused``, with one warning per recorder: this
+        is called on the host's request path, so it never raises.
+        """
+        if problem := gauge_problem(pool_used, pool_total, queue_depth):
+            with self._gauge_lock:
+                self.gauges_refused += 1
+                first = self.gauges_refused == 1
+            if first:
+                logger.warning(
+                    "Ignored a gauge report: %s (later ones are only counted, in "
+                    "Recorder.gauges_refused).",
+                    problem,
+                )
+            return
         now = self.clock.monotonic()
         self.pool_occupancy.observe(now, pool_occupancy(pool_used, pool_total))
         self.queue_depth.observe(now, queue_depth)
 
     def finished(self, record: Record) -> int:
-        """Put a finished record in the ring and hand it to the sink; return its seq."""
+        """Put a finished record in the ring and hand it to the sink; return its seq.
+
+        A lone surrogate in one of its strings (no response could encode it) is
+        replaced by U+FFFD first.
+        """
+        record = encodable(record)
         seq = self.stats.record(record)
         sink = self.sink
         if sink is not None:

@@ -265,6 +265,41 @@ def test_gauges_read_none_until_reported_and_after_their_max_age(
     assert recorder.snapshot().pool_occupancy is None
 
 
+@pytest.mark.parametrize(
+    "report",
+    [
+        {"queue_depth": 1e30},
+        {"queue_depth": float("nan")},
+        {"queue_depth": -1},
+        {"queue_depth": True},
+        {"pool_used": 1e300, "pool_total": 1e300},
+        {"pool_used": float("inf"), "pool_total": float("inf")},
+        {"pool_used": 5, "pool_total": 4},
+        {"pool_used": 5, "pool_total": 0},
+        {"pool_used": "5", "pool_total": 8},
+    ],
+)
+def test_an_impossible_gauge_report_is_ignored_whole_and_counted_never_raised(
+    recorder: live.Recorder, caplog: pytest.LogCaptureFixture, report: dict[str, object]
+) -> None:
+    recorder.observe_gauges(pool_used=1, pool_total=4, queue_depth=2)
+    for _ in range(3):
+        recorder.observe_gauges(**report)  # type: ignore[arg-type]
+    snapshot = recorder.snapshot()
+    assert (snapshot.pool_occupancy, snapshot.queue_depth) == (0.25, 2)
+    assert recorder.gauges_refused == 3
+    # One warning per recorder, not one per report: a host may report on every request.
+    warnings = [r for r in caplog.records if r.name == "ferrox_stats.live"]
+    assert [r.levelname for r in warnings] == ["WARNING"]
+    assert "Ignored a gauge report" in warnings[0].getMessage()
+
+
+def test_gauges_up_to_their_maxima_are_measurements(recorder: live.Recorder) -> None:
+    recorder.observe_gauges(pool_used=2**53, pool_total=2**53, queue_depth=1e9)
+    snapshot = recorder.snapshot()
+    assert (snapshot.pool_occupancy, snapshot.queue_depth, recorder.gauges_refused) == (1, 1e9, 0)
+
+
 def test_the_recorder_is_built_from_settings(settings: object, clock: FakeClock) -> None:
     settings.FERROX_STATS = {  # type: ignore[attr-defined]
         "RING_CAPACITY": 8,

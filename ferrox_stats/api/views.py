@@ -6,7 +6,6 @@ by ``documents``, ``archive`` or ``ingest``, never here.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -17,9 +16,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import NotFound, ParseError, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -35,7 +33,8 @@ from ..models import ApiToken, FinishedRequest
 from . import errors, serializers
 from .authentication import BearerTokenAuthentication
 from .filters import HistoryFilter
-from .params import clamped_limit, non_negative_int
+from .params import clamped_limit, non_negative_int, only_known
+from .parsers import BoundedJSONParser
 from .permissions import INGEST, READ, EndpointAccess
 from .throttling import FerroxScopedRateThrottle
 
@@ -84,7 +83,11 @@ INSTANCE = OpenApiParameter(
 )
 
 
+RING_PARAMETERS = ("since", "limit", "instance")
+
+
 def _ring_page(request: Request, recorder: live.Recorder) -> Any:
+    only_known(request, RING_PARAMETERS)
     since = non_negative_int(request, "since", 0)
     limit = clamped_limit(request, conf.REQUESTS_DEFAULT_LIMIT, recorder.stats.max_page)
     return recorder.stats.since(since, limit, request.query_params.get("instance") or None)
@@ -179,6 +182,7 @@ class HistoryView(FerroxView):
         responses={200: serializers.HistoryPageSerializer, **ERRORS},
     )
     def get(self, request: Request) -> Response:
+        only_known(request, [*HistoryFilter.base_filters, "cursor", "order", "limit"])
         order = request.query_params.get("order", "newest")
         if order not in ORDERS:
             raise ValidationError({"order": ["order must be 'newest', 'oldest' or 'committed'."]})
@@ -250,6 +254,7 @@ class HistoryExportView(FerroxView):
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:
+        only_known(request, [*HistoryFilter.base_filters, "format"])
         fmt = request.query_params.get("format")
         if fmt not in export.CONTENT_TYPES:
             raise ValidationError({"format": ["format must be 'csv' or 'jsonl'."]})
@@ -259,22 +264,6 @@ class HistoryExportView(FerroxView):
         )
         response["Content-Disposition"] = f'attachment; filename="ferrox-requests.{fmt}"'
         return response
-
-
-class BoundedJSONParser(BaseParser):
-    """JSON with a hard body limit (413); NaN and Infinity parse, so items can be refused."""
-
-    media_type = "application/json"
-
-    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        limit = conf.INGEST_MAX_BODY_BYTES
-        body = stream.read(limit + 1) if stream is not None else b""
-        if len(body) > limit:
-            raise errors.PayloadTooLarge(f"The body is larger than {limit} bytes.")
-        try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise ParseError("The body is not valid JSON.") from None
 
 
 class IngestView(FerroxView):

@@ -147,3 +147,36 @@ def pool_occupancy(used: float | None, total: float | None) -> float | None:
     if not 0 <= used <= total:
         raise ValueError(f"used must be in [0, total={total!r}], got {used!r}")
     return used / total
+
+
+# The most a gauge may report. Pool sizes may count bytes, blocks or tokens: 2**53
+# (about 9.0e15) is the largest integer a float holds exactly. A billion requests
+# waiting in one queue is no measurement but a producer's bug.
+GAUGE_MAXIMA = {"pool_used": float(2**53), "pool_total": float(2**53), "queue_depth": 1e9}
+
+
+def gauge_problem(
+    pool_used: object = None, pool_total: object = None, queue_depth: object = None
+) -> str | None:
+    """Why a gauge report cannot be a measurement, or ``None`` if it can.
+
+    A gauge that is present (not ``None``) is a number (not a bool), finite, from 0 to
+    its ``GAUGE_MAXIMA``; ``pool_used`` never exceeds ``pool_total``.
+    """
+    values = {"pool_used": pool_used, "pool_total": pool_total, "queue_depth": queue_depth}
+    for name, value in values.items():
+        if value is None:
+            continue
+        most = GAUGE_MAXIMA[name]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"{name} must be a number"
+        # An int is compared as it is: float() of a huge one would raise.
+        if not (isinstance(value, int) or math.isfinite(value)) or not 0 <= value <= most:
+            return f"{name} must be a finite number from 0 to {most:.0f}"
+    if (
+        isinstance(pool_used, int | float)
+        and isinstance(pool_total, int | float)
+        and pool_used > pool_total
+    ):
+        return "pool_used exceeds pool_total"
+    return None

@@ -6,6 +6,8 @@ its wire dict, ``Stats`` the ring of records plus the summaries over what it ret
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -54,16 +56,35 @@ RECORD_FIELDS: tuple[str, ...] = Record._fields
 DERIVED_FIELDS: tuple[str, ...] = ("decode_tps", "itl_ms")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(record: Record) -> Record:
+    """``record`` with each lone surrogate in its strings replaced by U+FFFD.
+
+    Such a string (a client's ``"model": "\\ud800"``) cannot be encoded as UTF-8, so no
+    response or page could show it. The same record when there is none (the usual case).
+    """
+    changes: dict[str, Any] = {
+        name: _SURROGATE.sub("\ufffd", value)
+        for name, value in zip(Record._fields, record, strict=True)
+        if isinstance(value, str) and not value.isascii() and _SURROGATE.search(value)
+    }
+    return record._replace(**changes) if changes else record
+
+
 def decode_tps(record: Record) -> float | None:
     """Tokens per second of the decode loop; ``None`` when it cannot be computed.
 
     The first token ends the prefill, so the decode loop produced
-    ``completion_tokens - 1`` tokens in ``decode_ms``.
+    ``completion_tokens - 1`` tokens in ``decode_ms``. A rate too large for a float
+    (a denormal ``decode_ms``) is not a measurement either: ``None``, never infinity.
     """
     tokens, decode_ms = record.completion_tokens, record.decode_ms
     if tokens is None or tokens < 2 or decode_ms is None or decode_ms <= 0:
         return None
-    return (tokens - 1) * 1000.0 / decode_ms
+    rate = (tokens - 1) * 1000.0 / decode_ms
+    return rate if math.isfinite(rate) else None
 
 
 def itl_ms(record: Record) -> float | None:

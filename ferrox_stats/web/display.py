@@ -8,17 +8,48 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from decimal import ROUND_HALF_UP, Decimal
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
-from ..archive.rows import at_ms_to_datetime, outcome
+from ..archive.rows import MAX_AT_MS, MIN_AT_MS, at_ms_to_datetime, outcome
 from ..core.requests import RECORD_FIELDS, Record
 
 EMPTY = "—"
 
+# Every format is total: any value (huge, tiny, negative, NaN, infinite, None, not a
+# number at all) reads as some string, never an exception, so no stored or reported
+# number can take a page down.
+
+# From here on digits are not read one by one: "1.235e+15", as the script's
+# toExponential(3) writes it (a bigger figure on a dashboard is a producer's bug).
+EXPONENT_FROM = 1e15
+_FOUR_DIGITS = Context(prec=4, rounding=ROUND_HALF_UP)
+
+
+def _number(value: Any) -> int | float | None:
+    """``value`` if it is a finite number (not a bool), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _exponent(value: int | float) -> str:
+    # Four significant digits, half away from zero on the exact value, as toExponential.
+    return f"{_FOUR_DIGITS.create_decimal(value):.3e}"
+
 
 def count(value: int | None) -> str:
-    return EMPTY if value is None else f"{value:,}"
+    number = _number(value)
+    if number is None:
+        return EMPTY
+    if abs(number) >= EXPONENT_FROM:
+        return _exponent(number)
+    if isinstance(number, float):  # a whole count, rounded as decimal() rounds
+        return f"{Decimal(number).quantize(Decimal(1), rounding=ROUND_HALF_UP):,}"
+    return f"{number:,}"
 
 
 # From here on a tenth is noise on a dashboard (4,962 ms, 10,881 tok/s).
@@ -27,57 +58,71 @@ WHOLE_FROM = 999.95
 
 def decimal(value: float | None) -> str:
     """Rates and milliseconds: one decimal place, none from a thousand up."""
-    if value is None or not math.isfinite(value):
+    number = _number(value)
+    if number is None:
         return EMPTY
+    if abs(number) >= EXPONENT_FROM:
+        return _exponent(number)
     # Half away from zero on the float's exact value, as the script's toLocaleString
     # rounds, so both paint 120.25 as "120.3" (``:.1f`` would give "120.2").
-    step = Decimal("1") if abs(value) >= WHOLE_FROM else Decimal("0.1")
-    return f"{Decimal(value).quantize(step, rounding=ROUND_HALF_UP):,}"
+    step = Decimal("1") if abs(number) >= WHOLE_FROM else Decimal("0.1")
+    return f"{Decimal(number).quantize(step, rounding=ROUND_HALF_UP):,}"
 
 
 def percent(fraction: float | None) -> str:
-    return EMPTY if fraction is None else decimal(fraction * 100)
+    number = _number(fraction)
+    return EMPTY if number is None else decimal(number * 100)
 
 
 def total(counts: Mapping[str, int] | None) -> str:
     """The sum of counts by reason; ``None`` (nothing reports them) stays unmeasured."""
-    return EMPTY if counts is None else count(sum(counts.values()))
+    if not isinstance(counts, Mapping):
+        return EMPTY
+    return count(sum(n for n in counts.values() if _number(n) is not None))
 
 
 def reasons(counts: Mapping[str, int] | None) -> str:
     """``"timeout 2 · explicit 1"``: each reason with its count, largest first."""
-    if not counts:
+    if not counts or not isinstance(counts, Mapping):
         return ""
-    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return " · ".join(f"{reason} {n:,}" for reason, n in ranked)
+    ranked = sorted(counts.items(), key=lambda item: (-(_number(item[1]) or 0), str(item[0])))
+    return " · ".join(f"{reason} {count(n)}" for reason, n in ranked)
 
 
 def rate_window(throughput: Mapping[str, Any] | None) -> str:
     """What the decode/prefill rates span: ``"5 s window · 12 samples"``."""
-    if not throughput:
+    if not throughput or not isinstance(throughput, Mapping):
         return ""
-    window = throughput.get("window_s")
+    window = _number(throughput.get("window_s"))
+    if window is not None and abs(window) >= EXPONENT_FROM:
+        shown = _exponent(window)
+    else:
+        shown = EMPTY if window is None else format(window, "g")
     samples = throughput.get("decode_samples")
-    text = f"{window:g} s window"
-    return text if samples is None else f"{text} · {samples:,} samples"
+    text = f"{shown} s window"
+    return text if samples is None else f"{text} · {count(samples)} samples"
 
 
 def latency_window(window: Mapping[str, Any] | None) -> str:
     """What the percentiles span: the ring's retained requests and their time range."""
-    if not window or not window.get("requests"):
+    if not window or not isinstance(window, Mapping) or not window.get("requests"):
         return "no finished requests in the ring"
     seconds = window.get("seconds")
-    text = f"last {window['requests']:,} requests"
+    text = f"last {count(window['requests'])} requests"
     return text if seconds is None else f"{text} · {decimal(seconds)} s"
 
 
 def text(value: Any) -> str:
-    return EMPTY if value is None or value == "" else str(value)
+    if value is None or value == "":
+        return EMPTY
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= EXPONENT_FROM:
+        return _exponent(value)  # str() of a huge int is unreadable, or raises
+    return str(value)
 
 
 def archive_state(health: Mapping[str, Any] | None) -> str:
     """Why the archive counters read "—", or the writer's last error."""
-    if health is None:
+    if not isinstance(health, Mapping):
         return "no archive sink in this process"
     error = health.get("last_error")
     return f"last error: {error}" if error else ""
@@ -85,9 +130,12 @@ def archive_state(health: Mapping[str, Any] | None) -> str:
 
 def uptime(seconds: float | None) -> str:
     """``"42 s"``, ``"12 min"``, ``"3 h 20 min"``, ``"2 d 3 h"``."""
-    if seconds is None:
+    number = _number(seconds)
+    if number is None:
         return EMPTY
-    s = int(seconds)
+    if abs(number) >= EXPONENT_FROM:
+        return f"{_exponent(number)} s"
+    s = int(number)
     if s < 60:
         return f"{s} s"
     if s < 3600:
@@ -121,19 +169,26 @@ def lookup(document: Mapping[str, Any], path: str) -> Any:
     return value
 
 
+def _moment(at_ms: Any) -> datetime | None:
+    """The UTC time of ``at_ms``, or ``None`` when no datetime can hold it."""
+    number = _number(at_ms)
+    if number is None or not MIN_AT_MS <= number <= MAX_AT_MS:
+        return None
+    return at_ms_to_datetime(int(number))
+
+
 def utc_time(at_ms: int | None) -> tuple[str, str]:
     """``("HH:MM:SS", ISO 8601)`` in UTC, so every viewer reads the same clock."""
-    if at_ms is None:
+    moment = _moment(at_ms)
+    if moment is None:
         return EMPTY, ""
-    moment = at_ms_to_datetime(at_ms)
     # The ISO form the script's ``toISOString()`` writes.
     return moment.strftime("%H:%M:%S"), moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def utc_datetime(at_ms: int | None) -> str:
-    if at_ms is None:
-        return EMPTY
-    return at_ms_to_datetime(at_ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    moment = _moment(at_ms)
+    return EMPTY if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def row(wire: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from django.http import QueryDict
 
 from ..archive.queries import Cursor
 from ..archive.rows import MAX_AT_MS, MAX_BIGINT, MIN_AT_MS
+from ..ingest import describe_name
 from ..models import OUTCOMES
 
 OLDER = "older"
@@ -76,6 +77,15 @@ class HistoryForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        # A misspelt filter would otherwise show every row as if it had filtered them.
+        unknown = sorted(set(self.data) - set(self.fields))
+        if unknown:
+            names = ", ".join(dict.fromkeys(describe_name(name) for name in unknown))
+            self.add_error(
+                None,
+                f"Unknown query parameter{'s' if len(unknown) > 1 else ''} {names}; "
+                f"this page accepts: {', '.join(sorted(self.fields))}.",
+            )
         since, until = cleaned.get("since"), cleaned.get("until")
         if since is not None and until is not None and since >= until:
             self.add_error("until", "Until must be later than From.")

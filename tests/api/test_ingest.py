@@ -159,7 +159,19 @@ def test_gauges_feed_the_last_known_values(
     [
         ({"pool_used": 5, "pool_total": 4}, "pool_used exceeds pool_total"),
         ({"pool_used": 5}, "pool_used and pool_total come together"),
-        ({"queue_depth": -1}, "queue_depth must be a finite number >= 0"),
+        ({"pool_used": 5, "pool_total": 0}, "pool_used exceeds pool_total"),
+        ({"queue_depth": -1}, "queue_depth must be a finite number from 0 to 1000000000"),
+        ({"queue_depth": 1e30}, "queue_depth must be a finite number from 0 to 1000000000"),
+        ({"queue_depth": float("nan")}, "queue_depth must be a finite number from 0 to 1000000000"),
+        ({"queue_depth": True}, "queue_depth must be a number"),
+        (
+            {"pool_used": 1e300, "pool_total": 1e300},
+            "pool_used must be a finite number from 0 to 9007199254740992",
+        ),
+        (
+            {"pool_used": 1, "pool_total": float("inf")},
+            "pool_total must be a finite number from 0 to 9007199254740992",
+        ),
         ({"kv_cache": 1}, "unknown gauge 'kv_cache'"),
         ([1, 2], "gauges must be a JSON object"),
     ],
@@ -167,7 +179,8 @@ def test_gauges_feed_the_last_known_values(
 def test_bad_gauges_are_refused_without_the_records(
     ingest_client: TokenClient, clock: FakeClock, gauges: Any, reason: str
 ) -> None:
-    body = post(ingest_client, {"records": [item(1, clock)], "gauges": gauges}).json()
+    raw = json.dumps({"records": [item(1, clock)], "gauges": gauges}, allow_nan=True)
+    body = post(ingest_client, raw).json()
     assert (body["accepted"], body["gauges"]) == (1, reason)
 
 

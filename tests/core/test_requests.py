@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from ferrox_stats.core.requests import MAX_PAGE, Record, Stats, entry, page_entries
+from ferrox_stats.core.requests import (
+    MAX_PAGE,
+    Record,
+    Stats,
+    decode_tps,
+    encodable,
+    entry,
+    page_entries,
+)
 
 WIRE_NAMES = [
     "seq", "request_id", "at_ms", "route", "model", "status", "stream", "prompt_tokens",
@@ -165,3 +173,21 @@ def test_page_entries_are_wire_dicts_with_seq_oldest_first() -> None:
     entries = page_entries(stats.since(1, 10))
     assert [(e["seq"], e["request_id"]) for e in entries] == [(1, "b"), (2, "c")]
     assert all(list(e) == WIRE_NAMES for e in entries)
+
+
+def test_encodable_replaces_each_lone_surrogate_and_keeps_the_rest() -> None:
+    record = Record(request_id="r\ud800", model="m\udc80\ud800x", route="/v1/\u00e9", status=200)
+    clean = encodable(record)
+    assert (clean.request_id, clean.model, clean.route) == (
+        "r\ufffd",
+        "m\ufffd\ufffdx",
+        "/v1/\u00e9",
+    )
+    assert clean.status == 200
+    fine = Record(request_id="r-1", model="\u4e16\U0001f600")
+    assert encodable(fine) is fine
+
+
+def test_a_decode_rate_too_large_for_a_float_is_not_a_measurement() -> None:
+    assert decode_tps(Record(completion_tokens=100, decode_ms=5e-324)) is None
+    assert decode_tps(Record(completion_tokens=3, decode_ms=1e-300)) == 2e303

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ferrox_stats.web import display, panels
 from tests.factories import BASE_AT_MS
@@ -14,6 +17,9 @@ FORMAT_CASES: list[tuple[str, Any, str]] = [
     ("count", None, "—"),
     ("count", 0, "0"),
     ("count", 1234567, "1,234,567"),
+    ("count", 2.5, "3"),
+    ("count", 999_999_999_999_999, "999,999,999,999,999"),
+    ("count", 10**20, "1.000e+20"),
     ("decimal", None, "—"),
     ("decimal", 0.0, "0.0"),
     ("decimal", 120.25, "120.3"),
@@ -22,17 +28,27 @@ FORMAT_CASES: list[tuple[str, Any, str]] = [
     ("decimal", 999.95, "1,000"),
     ("decimal", 1234.56, "1,235"),
     ("decimal", -2.25, "-2.3"),
+    ("decimal", 5e-324, "0.0"),
+    ("decimal", 1e15, "1.000e+15"),
+    ("decimal", 1.0005e18, "1.001e+18"),  # a tie: half away from zero, as toExponential
+    ("decimal", 1e30, "1.000e+30"),
+    ("decimal", -1e300, "-1.000e+300"),
+    ("decimal", "12", "—"),
     ("percent", None, "—"),
     ("percent", 0.0, "0.0"),
     ("percent", 0.7345, "73.5"),
+    ("percent", 1e300, "1.000e+302"),
     ("total", None, "—"),
     ("total", {}, "0"),
     ("total", {"timeout": 2, "explicit": 1}, "3"),
+    ("total", {"timeout": 10**15, "explicit": 1}, "1.000e+15"),
     ("reasons", None, ""),
     ("reasons", {"explicit": 1, "timeout": 2, "error": 2}, "error 2 · timeout 2 · explicit 1"),
+    ("reasons", {"error": 10**20}, "error 1.000e+20"),
     ("rate_window", {"window_s": 5.0, "decode_samples": 1200}, "5 s window · 1,200 samples"),
     ("latency_window", {"requests": 0, "seconds": None}, "no finished requests in the ring"),
     ("latency_window", {"requests": 3, "seconds": 12.25}, "last 3 requests · 12.3 s"),
+    ("latency_window", {"requests": 3, "seconds": 1e20}, "last 3 requests · 1.000e+20 s"),
     ("archive_state", None, "no archive sink in this process"),
     ("archive_state", {"last_error": None}, ""),
     ("archive_state", {"last_error": "OperationalError"}, "last error: OperationalError"),
@@ -41,6 +57,8 @@ FORMAT_CASES: list[tuple[str, Any, str]] = [
     ("uptime", 750, "12 min"),
     ("uptime", 12_000, "3 h 20 min"),
     ("uptime", 183_600, "2 d 3 h"),
+    ("uptime", "soon", "—"),
+    ("uptime", 1e20, "1.000e+20 s"),
     ("text", None, "—"),
     ("text", "", "—"),
     ("text", "gpu-1", "gpu-1"),
@@ -94,3 +112,55 @@ def test_a_rows_outcome(fields: dict[str, Any], outcome: str) -> None:
 
 def test_every_format_has_cases_the_browser_test_holds_the_script_to() -> None:
     assert {fmt for fmt, _, _ in FORMAT_CASES} == set(display.FORMATS)
+
+
+# -- every format is total over any number ----------------------------------------------
+
+NUMBERS = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(10**400), max_value=10**400),
+    st.booleans(),
+)
+NOT_NUMBERS = st.one_of(st.text(max_size=5), st.lists(st.integers(), max_size=2))
+
+
+@given(value=st.one_of(NUMBERS, NOT_NUMBERS))
+def test_every_format_reads_any_value_as_a_string(value: Any) -> None:
+    for name, fmt in display.FORMATS.items():
+        shown = fmt(value)
+        assert isinstance(shown, str), name
+    for name in ("count", "decimal", "percent", "uptime"):
+        shown = display.FORMATS[name](value)
+        assert len(shown) < 40, (name, shown)
+
+
+@given(value=NUMBERS)
+def test_formats_of_mappings_read_any_number(value: Any) -> None:
+    assert isinstance(display.total({"a": value, "b": 1}), str)
+    assert isinstance(display.reasons({"a": value, "b": 1}), str)
+    assert isinstance(display.rate_window({"window_s": value, "decode_samples": value}), str)
+    assert isinstance(display.latency_window({"requests": value, "seconds": value}), str)
+
+
+@given(value=NUMBERS)
+def test_a_number_that_is_not_finite_reads_as_unmeasured(value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        assert display.decimal(value) == display.count(value) == display.EMPTY
+
+
+@given(value=NUMBERS, field=st.sampled_from(sorted(set(display.RECORD_FIELDS) - {"stream"})))
+def test_a_row_and_its_detail_render_any_stored_number(value: Any, field: str) -> None:
+    # ``field: value`` replaces the request_id or at_ms before it when it names one.
+    wire = {"request_id": "r-1", "at_ms": BASE_AT_MS, field: value, "decode_tps": value}
+    cells = display.row(wire)
+    sections = display.detail(wire)
+    assert all(isinstance(v, str) for k, v in cells.items() if k not in ("seq", "id", "request_id"))
+    assert all(isinstance(shown, str) for _, fields in sections for _, shown in fields)
+
+
+@given(at_ms=NUMBERS)
+def test_times_read_any_number(at_ms: Any) -> None:
+    time, iso = display.utc_time(at_ms)
+    assert isinstance(time, str) and isinstance(iso, str)
+    assert isinstance(display.utc_datetime(at_ms), str)

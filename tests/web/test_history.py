@@ -156,6 +156,13 @@ def test_paging_links_keep_the_filters(staff_client: Client, db: None) -> None:
         ("cursor=1.99999999999999999999", "This page link is not valid any more"),
         ("cursor=1.2&direction=sideways", "Select a valid choice. sideways is not one of"),
         (f"model={'x' * 201}", "Model: Ensure this value has at most 200 characters"),
+        # A misspelt filter would show every row as if filtered.
+        (
+            "status=200&sttus=500",
+            "Unknown query parameter 'sttus'; this page accepts: client, cursor, direction, "
+            "finish_reason, model, outcome, replica, route, since, status, until.",
+        ),
+        ("modle=x&sk-proj-abcdefghijkl=1", "parameters 'modle', (a name that is not a plain"),
     ],
 )
 def test_bad_input_is_refused_with_a_message(

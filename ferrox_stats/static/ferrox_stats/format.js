@@ -17,12 +17,26 @@
     });
   }
 
+  function number(v) {
+    // display._number: a finite number, else null (NaN, Infinity, a string, a bool).
+    return typeof v === "number" && isFinite(v) ? v : null;
+  }
+
+  function exponent(v) {
+    // display._exponent: four significant digits, half away from zero.
+    return v.toExponential(3);
+  }
+
   function count(v) {
-    return v == null ? EMPTY : grouped(v, 0);
+    v = number(v);
+    if (v == null) return EMPTY;
+    return Math.abs(v) >= 1e15 ? exponent(v) : grouped(v, 0); // display.EXPONENT_FROM
   }
 
   function decimal(v) {
-    if (v == null || !isFinite(v)) return EMPTY;
+    v = number(v);
+    if (v == null) return EMPTY;
+    if (Math.abs(v) >= 1e15) return exponent(v); // display.EXPONENT_FROM
     return grouped(v, Math.abs(v) >= 999.95 ? 0 : 1); // display.WHOLE_FROM
   }
 
@@ -40,23 +54,25 @@
     count: count,
     decimal: decimal,
     text: text,
-    percent: function (v) { return v == null ? EMPTY : decimal(v * 100); },
+    percent: function (v) { return number(v) == null ? EMPTY : decimal(v * 100); },
     total: function (v) {
-      if (v == null) return EMPTY;
-      return count(Object.keys(v).reduce(function (sum, k) { return sum + v[k]; }, 0));
+      if (v == null || typeof v !== "object") return EMPTY;
+      return count(Object.keys(v).reduce(function (sum, k) {
+        return number(v[k]) == null ? sum : sum + v[k];
+      }, 0));
     },
     reasons: function (v) {
       if (!v) return "";
-      return ranked(v).map(function (p) { return p[0] + " " + grouped(p[1], 0); }).join(" · ");
+      return ranked(v).map(function (p) { return p[0] + " " + count(p[1]); }).join(" · ");
     },
     rate_window: function (v) {
       if (!v) return "";
       var out = String(v.window_s) + " s window";
-      return v.decode_samples == null ? out : out + " · " + grouped(v.decode_samples, 0) + " samples";
+      return v.decode_samples == null ? out : out + " · " + count(v.decode_samples) + " samples";
     },
     latency_window: function (v) {
       if (!v || !v.requests) return "no finished requests in the ring";
-      var out = "last " + grouped(v.requests, 0) + " requests";
+      var out = "last " + count(v.requests) + " requests";
       return v.seconds == null ? out : out + " · " + decimal(v.seconds) + " s";
     },
     archive_state: function (v) {
@@ -64,7 +80,8 @@
       return v.last_error ? "last error: " + v.last_error : "";
     },
     uptime: function (v) {
-      if (v == null) return EMPTY;
+      if (number(v) == null) return EMPTY;
+      if (Math.abs(v) >= 1e15) return exponent(v) + " s"; // display.EXPONENT_FROM
       var s = Math.floor(v);
       if (s < 60) return s + " s";
       if (s < 3600) return Math.floor(s / 60) + " min";
