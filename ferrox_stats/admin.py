@@ -224,10 +224,10 @@ class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[t
         ("Decode", {"fields": ("decode_ms", "decode_tps", "itl_ms")}),
         (
             "Provenance",
-            {"fields": ("client", "via_api_key", "replica", "instance", "seq", "commit_xid", "id")},
+            {"fields": ("client", "via_api_key", "replica", "instance", "seq", "commit_seq", "id")},
         ),
     )
-    readonly_fields = ("id", "at_ms", "decode_tps", "itl_ms", "commit_xid")
+    readonly_fields = ("id", "at_ms", "decode_tps", "itl_ms", "commit_seq")
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ArchiveChangeList
