@@ -41,22 +41,21 @@ class CurrentTransactionId(_PostgreSQLOnly):
 
 
 # The archive's transaction-scoped advisory lock on PostgreSQL: 'ferrox' in ASCII, then
-# 0x0001. Migration 0006 spells it out in ``ferrox_stats_next_commit_seq()``.
+# 0x0001. Migration 0006's trigger takes it.
 COMMIT_LOCK_KEY = 0x666572726F780001
 
 
 class NextCommitSeq(_PostgreSQLOnly):
     """The row's place in commit order on PostgreSQL; NULL elsewhere.
 
-    ``ferrox_stats_next_commit_seq()`` (migration 0006) takes the archive's
-    transaction-scoped advisory lock, then draws from a sequence. Whatever inserts a
-    row therefore holds the lock until it commits, so values become visible in
-    increasing order and a reader needs no horizon. Elsewhere means SQLite, whose
-    writers are serialised: rows there become visible in id order, so the id alone is
-    the commit-order cursor.
+    A statement trigger (migration 0006) makes every INSERT or COPY into the archive
+    take a transaction-scoped advisory lock before its rows draw from the sequence.
+    The lock is held until commit, so values become visible in increasing order and
+    a reader needs no horizon. Elsewhere means SQLite, whose writers are serialised:
+    rows there become visible in id order, so the id alone is the commit-order cursor.
     """
 
-    sql = "ferrox_stats_next_commit_seq()"
+    sql = "nextval('ferrox_stats_commit_seq')"
 
 
 OUTCOME_OK = "ok"

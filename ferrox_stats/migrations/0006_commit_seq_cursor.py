@@ -1,15 +1,15 @@
 """The commit-order cursor waits only for the archive's own writers (issue 11).
 
 ``commit_xid`` (0004) could only be served below the oldest transaction open anywhere
-on the server. ``commit_seq`` replaces it: on PostgreSQL its default,
-``ferrox_stats_next_commit_seq()``, takes a transaction-scoped advisory lock and then
-draws from ``ferrox_stats_commit_seq``. Every insert into the archive, by any path,
-so holds the lock from its first row until it commits: values are allocated in
-commit order, and every committed row can be served at once.
+on the server. ``commit_seq`` replaces it: on PostgreSQL a statement trigger makes
+every INSERT or COPY into the archive take a transaction-scoped advisory lock before
+any of its rows draws its value from ``ferrox_stats_commit_seq``. The lock is held
+until commit, so values are allocated in commit order and every committed row can be
+served at once.
 
 Existing rows are numbered in their old cursor order, (commit_xid, id), before any
-new row; the sequence continues after them. The table is locked (and rewritten once)
-for the length of the migration.
+new row; the sequence continues after them. Every row is updated once, with the table
+locked for the length of the migration.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 import ferrox_stats.models
 
 SEQUENCE = "ferrox_stats_commit_seq"
-FUNCTION = "ferrox_stats_next_commit_seq"
+FUNCTION = "ferrox_stats_take_commit_lock"
+TRIGGER = "ferrox_stats_commit_order"
+TABLE = "ferrox_stats_finishedrequest"
 # models.COMMIT_LOCK_KEY, frozen here. Advisory locks are per database, so only
 # writers of this database's archive ever wait on it.
 LOCK_KEY = 0x666572726F780001
@@ -34,21 +36,28 @@ def create_allocator(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> Non
     schema_editor.execute(f"CREATE SEQUENCE {SEQUENCE} AS bigint CACHE 1 NO CYCLE")
     schema_editor.execute(
         f"""
-        CREATE FUNCTION {FUNCTION}() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+        CREATE FUNCTION {FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             -- Held until the transaction ends, so no later writer can draw a value
             -- until this one's rows are visible (or rolled back).
             PERFORM pg_advisory_xact_lock({LOCK_KEY});
-            RETURN nextval('{SEQUENCE}');
+            RETURN NULL;
         END
         $$
         """
+    )
+    # A BEFORE STATEMENT trigger fires before the statement computes any row's
+    # defaults, for INSERT and COPY alike: once per statement, not per row.
+    schema_editor.execute(
+        f"CREATE TRIGGER {TRIGGER} BEFORE INSERT ON {TABLE} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {FUNCTION}()"
     )
 
 
 def drop_allocator(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
+    schema_editor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER} ON {TABLE}")
     schema_editor.execute(f"DROP FUNCTION IF EXISTS {FUNCTION}()")
     schema_editor.execute(f"DROP SEQUENCE IF EXISTS {SEQUENCE}")
 
@@ -56,15 +65,14 @@ def drop_allocator(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
 def number_existing_rows(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return  # SQLite's cursor is the id.
-    table = apps.get_model("ferrox_stats", "FinishedRequest")._meta.db_table
     schema_editor.execute(
-        f"UPDATE {table} AS t SET commit_seq = o.n FROM ("
+        f"UPDATE {TABLE} AS t SET commit_seq = o.n FROM ("
         f"  SELECT id, row_number() OVER (ORDER BY commit_xid NULLS FIRST, id) AS n"
-        f"  FROM {table}) AS o "
+        f"  FROM {TABLE}) AS o "
         "WHERE t.id = o.id"
     )
     schema_editor.execute(
-        f"SELECT setval('{SEQUENCE}', COALESCE(MAX(commit_seq), 0) + 1, false) FROM {table}"
+        f"SELECT setval('{SEQUENCE}', COALESCE(MAX(commit_seq), 0) + 1, false) FROM {TABLE}"
     )
 
 
