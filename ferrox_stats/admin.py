@@ -232,13 +232,13 @@ class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[t
                     "ingested",
                     "instance",
                     "seq",
-                    "commit_xid",
+                    "commit_seq",
                     "id",
                 )
             },
         ),
     )
-    readonly_fields = ("id", "at_ms", "decode_tps", "itl_ms", "commit_xid", "ingested")
+    readonly_fields = ("id", "at_ms", "decode_tps", "itl_ms", "commit_seq", "ingested")
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ArchiveChangeList

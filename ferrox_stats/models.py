@@ -10,14 +10,11 @@ from django.db.models import Q
 from .archive.queries import FinishedRequestQuerySet
 
 
-class CurrentTransactionId(models.Func):
-    """PostgreSQL's current transaction id; NULL elsewhere.
-
-    Elsewhere means SQLite, whose writers are serialised: rows there become visible in
-    id order, so the id alone is a commit-order cursor.
-    """
+class _PostgreSQLOnly(models.Func):
+    """A database default that is ``sql`` on PostgreSQL and NULL elsewhere."""
 
     output_field = models.BigIntegerField()
+    sql = "NULL"
 
     def __init__(self) -> None:
         super().__init__()
@@ -34,7 +31,31 @@ class CurrentTransactionId(models.Func):
         return "NULL", []
 
     def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
-        return "(pg_current_xact_id()::text::bigint)", []
+        return self.sql, []
+
+
+class CurrentTransactionId(_PostgreSQLOnly):
+    """PostgreSQL's current transaction id (the old cursor column; migration 0004)."""
+
+    sql = "(pg_current_xact_id()::text::bigint)"
+
+
+# The archive's transaction-scoped advisory lock on PostgreSQL: 'ferrox' in ASCII, then
+# 0x0001. Migration 0006's trigger takes it.
+COMMIT_LOCK_KEY = 0x666572726F780001
+
+
+class NextCommitSeq(_PostgreSQLOnly):
+    """The row's place in commit order on PostgreSQL; NULL elsewhere.
+
+    A statement trigger (migration 0006) makes every INSERT or COPY into the archive
+    take a transaction-scoped advisory lock before its rows draw from the sequence.
+    The lock is held until commit, so values become visible in increasing order and
+    a reader needs no horizon. Elsewhere means SQLite, whose writers are serialised:
+    rows there become visible in id order, so the id alone is the commit-order cursor.
+    """
+
+    sql = "nextval('ferrox_stats_commit_seq')"
 
 
 OUTCOME_OK = "ok"
@@ -81,10 +102,10 @@ class FinishedRequest(models.Model):
     # Rows archived before migration 0007 read True whatever their origin: marking them
     # would rewrite the table, and a row already stored cannot be made to vanish.
     ingested = models.BooleanField(db_default=True, editable=False)
-    # The transaction that archived the row, so a poller can follow rows in the order
-    # they became visible (see ``queries.committed_after``). Set by the database.
-    commit_xid = models.BigIntegerField(
-        null=True, blank=True, editable=False, db_default=CurrentTransactionId()
+    # The row's place in the order rows became visible, so a poller can follow the
+    # archive's tail (see ``queries.committed_after``). Set by the database.
+    commit_seq = models.BigIntegerField(
+        null=True, blank=True, editable=False, db_default=NextCommitSeq()
     )
 
     objects: ClassVar[FinishedRequestQuerySet] = FinishedRequestQuerySet.as_manager()  # type: ignore[assignment]
@@ -124,8 +145,8 @@ class FinishedRequest(models.Model):
         indexes = [
             # Keyset paging and time windows: (finished_at, id) in both directions.
             models.Index(fields=["finished_at", "id"], name="ferrox_fr_finished_id"),
-            # The commit-order cursor: (commit_xid, id).
-            models.Index(fields=["commit_xid", "id"], name="ferrox_fr_commit_id"),
+            # The commit-order cursor.
+            models.Index(fields=["commit_seq"], name="ferrox_fr_commit_seq"),
             # Lookup by the id a response carried (admin search, /v1/history/<id>): the
             # unique (replica, request_id) index cannot serve request_id alone.
             models.Index(fields=["request_id"], name="ferrox_fr_request_id"),

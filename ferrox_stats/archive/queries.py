@@ -14,13 +14,14 @@ from typing import Any
 
 from django.db import connections
 from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Sum
-from django.db.models.expressions import RawSQL
 
 from ..core.summary import mean_present, percentiles
 from .rows import COLUMNS, MAX_AT_MS, MIN_AT_MS, at_ms_to_datetime, datetime_to_at_ms, row_entry
 
 CURSOR_SHAPE = re.compile(r"(?P<at_ms>-?[0-9]{1,19})\.(?P<id>[0-9]{1,19})")
-COMMIT_CURSOR_SHAPE = re.compile(r"c(?P<xid>[0-9]{1,19})\.(?P<id>[0-9]{1,19})")
+COMMIT_CURSOR_SHAPE = re.compile(r"c(?P<seq>[0-9]{1,19})")
+# The commit cursor before migration 0006: "c<transaction id>.<id>", refused by name.
+OLD_COMMIT_CURSOR_SHAPE = re.compile(r"c[0-9]+\.[0-9]+")
 MAX_ID = 2**63 - 1
 
 # The columns a row's wire dict is built from.
@@ -63,24 +64,28 @@ class Cursor:
 
 @dataclass(frozen=True)
 class CommitCursor:
-    """A position in commit order: the (commit_xid, id) of the last row a poll returned."""
+    """A position in commit order: the ``commit_seq`` (the id on SQLite) of the last row."""
 
-    xid: int
-    id: int
+    seq: int
 
     def encode(self) -> str:
-        return f"c{self.xid}.{self.id}"
+        return f"c{self.seq}"
 
     @classmethod
     def decode(cls, text: str) -> CommitCursor:
-        """Parse ``"c<xid>.<id>"``; raise ``ValueError`` with a reason otherwise."""
+        """Parse ``"c<seq>"``; raise ``ValueError`` with a reason otherwise."""
+        if OLD_COMMIT_CURSOR_SHAPE.fullmatch(text):
+            raise ValueError(
+                "this commit-order cursor is from an earlier version of the archive "
+                "('c<xid>.<id>'); start again without a cursor"
+            )
         match = COMMIT_CURSOR_SHAPE.fullmatch(text)
         if match is None:
-            raise ValueError("cursor must look like 'c<xid>.<id>'")
-        xid, row_id = int(match["xid"]), int(match["id"])
-        if xid > MAX_ID or row_id > MAX_ID:
+            raise ValueError("cursor must look like 'c<seq>'")
+        seq = int(match["seq"])
+        if seq > MAX_ID:
             raise ValueError("cursor is out of range")
-        return cls(xid, row_id)
+        return cls(seq)
 
 
 @dataclass(frozen=True)
@@ -150,34 +155,27 @@ class FinishedRequestQuerySet(QuerySet[Any]):
     def committed_after(self, after: CommitCursor | None, limit: int) -> KeysetPage:
         """A page of rows in the order they became visible, after ``after``.
 
-        A poller that follows ``next_cursor`` never skips a row, however late its
-        batch commits: on PostgreSQL only rows whose transaction is older than every
-        transaction still running are served (so none can appear behind the cursor
-        later), in (commit_xid, id) order; SQLite commits one writer at a time, so
-        id order is commit order there. ``next_cursor`` is where to poll next: the
-        last row returned, or ``after`` itself when nothing new is visible yet.
-        The horizon is the server's: a long transaction anywhere on the cluster
-        delays the tail until it ends (rows are late, never lost).
+        A poller that follows ``next_cursor`` gets every archived row exactly once, in
+        commit order, and never skips a row however late its batch commits; a row can
+        be served as soon as it is committed. On PostgreSQL every insert allocates
+        ``commit_seq`` under a transaction-scoped advisory lock (migration 0006), so no
+        row can ever appear below a visible one: the rows are served in
+        ``commit_seq`` order with no horizon, and nothing but the archive's own
+        writers is waited for. SQLite commits one writer at a time, so id order is
+        commit order there. ``next_cursor`` is where to poll next: the last row
+        returned, or ``after`` itself when nothing new is visible yet.
         """
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit!r}")
-        if connections[self.db].vendor == "postgresql":
-            horizon = RawSQL("pg_snapshot_xmin(pg_current_snapshot())::text::bigint", [])
-            qs = self.filter(commit_xid__lt=horizon)
-            if after is not None:
-                qs = qs.filter(commit_xid__gte=after.xid).filter(
-                    Q(commit_xid__gt=after.xid) | Q(commit_xid=after.xid, id__gt=after.id)
-                )
-            qs = qs.order_by("commit_xid", "id")
-        else:
-            qs = self if after is None else self.filter(id__gt=after.id)
-            qs = qs.order_by("id")
-        rows = list(qs.values(*ENTRY_COLUMNS, "commit_xid")[:limit])
+        column = "commit_seq" if connections[self.db].vendor == "postgresql" else "id"
+        qs = self.filter(**{f"{column}__isnull": False})
+        if after is not None:
+            qs = qs.filter(**{f"{column}__gt": after.seq})
+        rows = list(qs.order_by(column).values(*ENTRY_COLUMNS, "commit_seq")[:limit])
         entries = [_entry_with_id(row) for row in rows]
         if not rows:
             return KeysetPage(entries, after)
-        last = rows[-1]
-        return KeysetPage(entries, CommitCursor(last["commit_xid"] or 0, last["id"]))
+        return KeysetPage(entries, CommitCursor(rows[-1][column]))
 
     def _page(self, limit: int) -> KeysetPage:
         if limit < 1:

@@ -12,7 +12,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('ferrox_stats', '0005_api_token_infer_scope'),
+        ('ferrox_stats', '0006_commit_seq_cursor'),
     ]
 
     operations = [

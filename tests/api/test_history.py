@@ -180,3 +180,7 @@ def test_a_tail_poller_follows_the_commit_order(read_client: TokenClient) -> Non
     assert (idle["entries"], idle["next_cursor"]) == ([], rest["next_cursor"])
     bad = read_client.get(f"{PREFIX}/v1/history", {"order": "committed", "cursor": "1.2"})
     assert list(bad.json()["error"]["fields"]) == ["cursor"]
+    # A cursor of the transaction-id order (before migration 0006) is refused by name.
+    stale = read_client.get(f"{PREFIX}/v1/history", {"order": "committed", "cursor": "c812.3"})
+    assert stale.status_code == 400
+    assert "earlier version" in stale.json()["error"]["fields"]["cursor"][0]
