@@ -245,14 +245,17 @@ def test_the_migration_numbers_existing_rows_in_the_old_cursor_order() -> None:
     MigrationExecutor(connection).migrate([(APP, "0005_api_token_infer_scope")])
     try:
         # Rows as 0004 left them: (commit_xid, id) order is r4 (no xid), r2, r1, r3.
+        # Only the columns 0005 had: ``ingested`` came with 0007.
+        old_columns = [column for column in COLUMNS if column != "ingested"]
         with connection.cursor() as cursor:
-            placeholders = ", ".join(["%s"] * (len(COLUMNS) + 1))
+            placeholders = ", ".join(["%s"] * (len(old_columns) + 1))
             for request_id, xid in [("r1", 20), ("r2", 10), ("r3", 20), ("r4", None)]:
                 pending = Pending(None, make_record(request_id=request_id), "old")
+                values = dict(zip(COLUMNS, row_values(pending), strict=True))
                 cursor.execute(
-                    f"INSERT INTO ferrox_stats_finishedrequest ({', '.join(COLUMNS)}, commit_xid) "
-                    f"VALUES ({placeholders})",
-                    [*row_values(pending), xid],
+                    f"INSERT INTO ferrox_stats_finishedrequest ({', '.join(old_columns)}, "
+                    f"commit_xid) VALUES ({placeholders})",
+                    [*(values[column] for column in old_columns), xid],
                 )
     finally:
         MigrationExecutor(connection).migrate(latest)
