@@ -46,11 +46,10 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
         )
     token = tokens.recently_checked(secret)
     if token is None:
-        address = auth_failures.client_address(request)
-        if (wait := auth_failures.admit(address, secret)) is not None:
-            return too_many_failures(wait)
-        token = await _checked(secret)
-        auth_failures.settle(address, token)
+        checked = await _checked(secret, auth_failures.client_address(request))
+        if isinstance(checked, JsonResponse):
+            return checked
+        token = checked
     if token is None:
         # Never echo what was sent: it may be someone's real key.
         return error_response(401, "Incorrect API key provided.", code="invalid_api_key")
@@ -70,12 +69,22 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
 _checks: dict[tuple[int, str], asyncio.Task[ApiToken | None]] = {}
 
 
-async def _checked(secret: str) -> ApiToken | None:
+async def _checked(secret: str, address: str) -> ApiToken | JsonResponse | None:
+    """The check of ``secret``: joined when one is under way, else started, charged to
+    ``address``'s failure budget (a burst with one new key is one attempt, not one per
+    request) and settled when it ends; a 429 when the address is over its budget."""
     key = (id(asyncio.get_running_loop()), tokens.hash_secret(secret))
     check = _checks.get(key)
     if check is None:
+        if (wait := auth_failures.admit(address, secret)) is not None:
+            return too_many_failures(wait)
         check = asyncio.ensure_future(sync_to_async(tokens.check)(secret))
         _checks[key] = check
         check.add_done_callback(lambda _: _checks.pop(key, None))
+        check.add_done_callback(
+            lambda done: auth_failures.settle(
+                address, None if done.cancelled() or done.exception() else done.result()
+            )
+        )
     # Shielded: a caller that leaves must not cancel the check the others wait on.
     return await asyncio.shield(check)
