@@ -3,13 +3,15 @@ limit: 429 ``rate_limit_exceeded`` with ``Retry-After``."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from ferrox_stats import tokens
+from ferrox_stats import auth_failures, tokens
 from tests.proxy.conftest import Plane, set_proxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,3 +72,36 @@ def test_no_key_is_not_a_failed_key(tight: Plane) -> None:
     answers = [httpx.post(f"{plane.base}/chat/completions", json=CHAT) for _ in range(5)]
     assert [a.status_code for a in answers] == [401] * 5
     assert {a.json()["error"]["code"] for a in answers} == {"missing_api_key"}
+
+
+def test_a_burst_with_a_new_key_is_one_attempt(tight: Plane, monkeypatch: Any) -> None:
+    # Ten concurrent requests with a key this process never checked, on a budget of 3.
+    # The check is held until all ten have arrived: they share it, so none is refused
+    # (charged one by one, seven were 429s).
+    plane = tight
+    tokens.recent.forget(tokens.hash_secret(plane.secret))
+    arrived, release = threading.Semaphore(0), threading.Event()
+    address_of, check = auth_failures.client_address, tokens.check
+
+    def counted(request: Any) -> str:
+        arrived.release()
+        return address_of(request)
+
+    def held(secret: str) -> Any:
+        release.wait(timeout=10)
+        return check(secret)
+
+    monkeypatch.setattr(auth_failures, "client_address", counted)
+    monkeypatch.setattr(tokens, "check", held)
+    headers = {"Authorization": f"Bearer {plane.secret}"}
+
+    async def burst() -> list[int]:
+        async with httpx.AsyncClient(base_url=plane.base) as client:
+            answers = asyncio.gather(
+                *(client.post("/chat/completions", json=CHAT, headers=headers) for _ in range(10))
+            )
+            await asyncio.to_thread(lambda: [arrived.acquire(timeout=10) for _ in range(10)])
+            release.set()
+            return [answer.status_code for answer in await answers]
+
+    assert asyncio.run(burst()) == [200] * 10
