@@ -60,6 +60,10 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a process trusts a token it checked before asking the database again
     # (a revocation elsewhere takes up to this long to reach it); 0 checks every time.
     "TOKEN_CACHE_S": 5.0,
+    # Seconds: while the database is unreachable, a token this process confirmed within
+    # this long is still accepted (a token revoked meanwhile works up to this long
+    # during an outage); others get 503. 0 refuses every unconfirmed token at once.
+    "TOKEN_STALE_S": 300.0,
     # The OpenAI-compatible pass-through's upstream engines, by name: {"engine-a":
     # {"BASE_URL": "http://10.0.0.5:8000/v1", "API_KEY": None, "MODELS": ["llama-3-8b"]}}.
     # A request goes to the upstream that lists its model, else to the one without
@@ -192,6 +196,10 @@ class Settings:
     @property
     def TOKEN_CACHE_S(self) -> float:
         return float(self._get("TOKEN_CACHE_S"))
+
+    @property
+    def TOKEN_STALE_S(self) -> float:
+        return float(self._get("TOKEN_STALE_S"))
 
     @property
     def THROTTLE_RATES(self) -> dict[str, str | None]:

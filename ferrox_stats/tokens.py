@@ -4,22 +4,36 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import math
+import os
 import secrets
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
 from . import live
 from .conf import conf
 from .models import ApiToken
 
+logger = logging.getLogger(__name__)
+
 # Secrets look like "fxs_<43 url-safe chars>"; the prefix makes a leaked one recognisable.
 SECRET_PREFIX = "fxs_"
 # ``last_used_at`` is refreshed at most this often: one write per token per minute.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# Seconds nobody asks the database about a token after a lookup failed; then one
+# caller asks again while the others answer without it.
+RETRY_S = 1.0
+# Seconds an async caller waits for a lookup before treating the database as
+# unreachable (a stalled connection attempt must not hold a request for longer).
+LOOKUP_TIMEOUT_S = 2.0
+# The errors that mean "the database cannot be reached", not "the query is wrong".
+UNREACHABLE = (OperationalError, InterfaceError)
 
 
 def hash_secret(secret: str) -> str:
@@ -52,13 +66,24 @@ def issue(
     return token, secret
 
 
-class _RecentTokens:
-    """Tokens this process checked in the last ``TOKEN_CACHE_S`` seconds, by digest.
+class Unavailable(Exception):
+    """The database could not be asked and this process has no answer it may still give;
+    ask again after ``retry_after_s`` seconds (answer 503 with ``Retry-After``)."""
 
-    A poller asks every second or two; without this each request pays a database
-    lookup (measured at about half of a 100-row poll). The price: a token revoked in
-    another process keeps working here for at most ``TOKEN_CACHE_S`` seconds.
-    Bounded: the oldest entry goes first past ``MAX``.
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"the token database is unreachable; retry after {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+class _RecentTokens:
+    """Tokens this process checked, by digest, with the moment each was last confirmed.
+
+    Within ``TOKEN_CACHE_S`` an entry is trusted without asking the database (a poller
+    asks every second or two; without this each request pays a lookup, measured at
+    about half of a 100-row poll): a token revoked in another process keeps working
+    here for at most ``TOKEN_CACHE_S`` seconds. While the database is unreachable an
+    entry confirmed within ``TOKEN_STALE_S`` is still trusted. Bounded: the oldest
+    entry goes first past ``MAX``.
     """
 
     MAX = 1024
@@ -68,12 +93,13 @@ class _RecentTokens:
         self._lock = threading.Lock()
 
     def get(self, digest: str, now: float, ttl: float) -> ApiToken | None:
+        """The token if it was confirmed within ``ttl`` seconds before ``now``."""
         with self._lock:
             found = self._entries.get(digest)
-            if found is None or now - found[0] > ttl:
-                self._entries.pop(digest, None)
-                return None
-            return found[1]
+        # An older entry stays: it is the last good answer should the database go away.
+        if found is None or now - found[0] > ttl:
+            return None
+        return found[1]
 
     def put(self, digest: str, now: float, token: ApiToken) -> None:
         with self._lock:
@@ -87,20 +113,114 @@ class _RecentTokens:
             self._entries.pop(digest, None)
 
 
+class _Outage:
+    """A circuit breaker: whether the token database is taken as unreachable.
+
+    After a lookup fails nobody asks for ``RETRY_S`` seconds (callers answer from the
+    last good answers at once, or with ``Unavailable``); then the first caller asks
+    again (the probe) while the others go on answering without the database.
+    """
+
+    def __init__(self) -> None:
+        self._retry_at: float | None = None
+        self._lock = threading.Lock()
+
+    def down(self, now: float) -> bool:
+        """Whether a lookup must not be made at ``now``."""
+        retry_at = self._retry_at
+        return retry_at is not None and now < retry_at
+
+    def may_ask(self, now: float) -> bool:
+        """Whether this caller may ask the database now; claims the probe if one is due."""
+        with self._lock:
+            if self._retry_at is None:
+                return True
+            if now < self._retry_at:
+                return False
+            self._retry_at = now + RETRY_S
+            return True
+
+    def failed(self, now: float, exc: BaseException | None) -> None:
+        with self._lock:
+            opened = self._retry_at is None
+            self._retry_at = now + RETRY_S
+        if opened:
+            logger.warning(
+                "ferrox_stats: the token database is unreachable (%s); answering from "
+                "tokens checked within TOKEN_STALE_S, others get 503",
+                type(exc).__name__ if exc is not None else "no answer in time",
+            )
+
+    def answered(self) -> None:
+        with self._lock:
+            closed = self._retry_at is not None
+            self._retry_at = None
+        if closed:
+            logger.warning("ferrox_stats: the token database answers again")
+
+    def retry_after_s(self, now: float) -> int:
+        retry_at = self._retry_at
+        return max(1, math.ceil(retry_at - now)) if retry_at is not None else 1
+
+    def reset(self) -> None:
+        """Forget any outage (tests)."""
+        with self._lock:
+            self._retry_at = None
+
+
 recent = _RecentTokens()
+outage = _Outage()
 
 
 def recently_checked(secret: str) -> ApiToken | None:
-    """The token this secret belongs to if this process checked it within
-    ``TOKEN_CACHE_S``, without asking the database (an async caller skips a thread hop)."""
+    """The token this secret belongs to if this process may answer without asking the
+    database: checked within ``TOKEN_CACHE_S``, or within ``TOKEN_STALE_S`` while the
+    database is unreachable (an async caller skips a thread hop)."""
     ttl = conf.TOKEN_CACHE_S
-    if ttl <= 0 or not secret.startswith(SECRET_PREFIX):
+    if not secret.startswith(SECRET_PREFIX):
         return None
-    return recent.get(hash_secret(secret), live.get_recorder().clock.monotonic(), ttl)
+    now = live.get_recorder().clock.monotonic()
+    digest = hash_secret(secret)
+    if ttl > 0 and (token := recent.get(digest, now, ttl)) is not None:
+        return token
+    if outage.down(now):
+        return recent.get(digest, now, conf.TOKEN_STALE_S)
+    return None
+
+
+def _lookup(digest: str) -> ApiToken | None:
+    # order_by(): the model's default ordering would add a sort to a one-row lookup.
+    token = ApiToken.objects.active().filter(secret_hash=digest).order_by().first()
+    # The lookup is by an index on the digest; compare again in constant time anyway.
+    if token is None or not hmac.compare_digest(token.secret_hash, digest):
+        return None
+    return token
+
+
+def _last_good(digest: str, now: float) -> ApiToken:
+    """The answer while the database is unreachable: the token as last confirmed within
+    ``TOKEN_STALE_S``, else ``Unavailable``."""
+    stale = conf.TOKEN_STALE_S
+    token = recent.get(digest, now, stale) if stale > 0 else None
+    if token is None:
+        raise Unavailable(outage.retry_after_s(now))
+    return token
+
+
+def unanswered(secret: str) -> ApiToken:
+    """A lookup of ``secret`` took longer than ``LOOKUP_TIMEOUT_S``: the database is taken
+    as unreachable, and the answer is the last good one or ``Unavailable``."""
+    now = live.get_recorder().clock.monotonic()
+    outage.failed(now, None)
+    return _last_good(hash_secret(secret), now)
 
 
 def check(secret: str) -> ApiToken | None:
-    """The active token this secret belongs to, or ``None``."""
+    """The active token this secret belongs to, or ``None``.
+
+    Raises ``Unavailable`` when the database cannot be reached and the token was not
+    confirmed within ``TOKEN_STALE_S``; never waits on a database known to be down.
+    """
     if not secret.startswith(SECRET_PREFIX):
         return None
     digest = hash_secret(secret)
@@ -108,18 +228,58 @@ def check(secret: str) -> ApiToken | None:
     moment = live.get_recorder().clock.monotonic()
     if ttl > 0 and (cached := recent.get(digest, moment, ttl)) is not None:
         return cached
-    # order_by(): the model's default ordering would add a sort to a one-row lookup.
-    token = ApiToken.objects.active().filter(secret_hash=digest).order_by().first()
-    # The lookup is by an index on the digest; compare again in constant time anyway.
-    if token is None or not hmac.compare_digest(token.secret_hash, digest):
+    if not outage.may_ask(moment):
+        return _last_good(digest, moment)
+    try:
+        token = _lookup(digest)
+    except UNREACHABLE as exc:
+        outage.failed(moment, exc)
+        return _last_good(digest, moment)
+    outage.answered()
+    if token is None:
+        # Revoked or never issued: no last good answer may outlive this one.
+        recent.forget(digest)
         return None
-    if ttl > 0:
+    if ttl > 0 or conf.TOKEN_STALE_S > 0:
         recent.put(digest, moment, token)
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+        try:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        except UNREACHABLE as exc:
+            # The token was found: the database went away since; only the mark is lost.
+            outage.failed(moment, exc)
+        else:
+            token.last_used_at = now
     return token
+
+
+_worker: tuple[int, ThreadPoolExecutor] | None = None
+_worker_lock = threading.Lock()
+
+
+def check_in_thread(secret: str) -> Future[ApiToken | None]:
+    """``check`` on this process's token thread, for an async caller.
+
+    Not on asgiref's one thread-sensitive thread, which the pass-through's requests
+    share: a lookup stalled on a silent database would hold every request there.
+    """
+    global _worker
+    with _worker_lock:
+        if _worker is None or _worker[0] != os.getpid():  # threads do not survive a fork
+            _worker = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="ferrox-tokens"))
+        executor = _worker[1]
+    return executor.submit(_check_and_close, secret)
+
+
+def _check_and_close(secret: str) -> ApiToken | None:
+    # No request_started/finished here: close connections as they would (CONN_MAX_AGE),
+    # and a broken one before it is used again.
+    close_old_connections()
+    try:
+        return check(secret)
+    finally:
+        close_old_connections()
 
 
 def revoke(token: ApiToken) -> None:

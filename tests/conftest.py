@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -37,3 +38,16 @@ def recorder(clock: FakeClock) -> Iterator[live.Recorder]:
     """This process's recorder, fresh and on the fake clock; rebuilt from settings after."""
     yield live.reset(clock)
     live.reset()
+
+
+@pytest.fixture
+def token_db(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The token lookup stood in for (``tests.faults.TokenDatabase``), no outage known."""
+    from ferrox_stats import tokens
+    from tests.faults import TokenDatabase
+
+    token_db = TokenDatabase()
+    monkeypatch.setattr(tokens, "_lookup", token_db)
+    tokens.outage.reset()
+    yield token_db
+    tokens.outage.reset()

@@ -9,7 +9,8 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from ..models import ApiToken
-from ..tokens import check
+from ..tokens import Unavailable, check
+from .errors import DatabaseUnavailable
 
 
 class TokenUser:
@@ -47,7 +48,10 @@ class BearerTokenAuthentication(BaseAuthentication):
             secret = parts[1].decode()
         except UnicodeDecodeError:
             raise AuthenticationFailed("The token is not valid.") from None
-        token = check(secret)
+        try:
+            token = check(secret)
+        except Unavailable as exc:
+            raise DatabaseUnavailable(exc.retry_after_s) from None
         if token is None:
             # Never echo what was sent: it may be someone's real key.
             raise AuthenticationFailed("The token is not valid or was revoked.")

@@ -15,6 +15,18 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "payload_too_large"
 
 
+class DatabaseUnavailable(exceptions.APIException):
+    """503 with ``Retry-After`` (DRF sends ``wait`` as that header)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The credentials cannot be checked right now (the database is unreachable)."
+    default_code = "database_unavailable"
+
+    def __init__(self, wait: int) -> None:
+        super().__init__()
+        self.wait = wait
+
+
 def _message(detail: Any) -> str:
     if isinstance(detail, list) and detail:
         return _message(detail[0])

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, JsonResponse
 
 from .. import tokens
 from ..conf import conf
 from ..models import ApiToken
-from .errors import error_response
+from .errors import database_unavailable, error_response
 
 
 async def admit(request: HttpRequest, method: str) -> ApiToken | JsonResponse | None:
@@ -44,7 +43,10 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
             "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
             code="missing_api_key",
         )
-    token = tokens.recently_checked(secret) or await _checked(secret)
+    try:
+        token = tokens.recently_checked(secret) or await _checked(secret)
+    except tokens.Unavailable as exc:
+        return database_unavailable(exc.retry_after_s)
     if token is None:
         # Never echo what was sent: it may be someone's real key.
         return error_response(401, "Incorrect API key provided.", code="invalid_api_key")
@@ -59,17 +61,20 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
 
 
 # Checks under way, by event loop and digest: a burst of requests with a key this
-# process has not checked yet makes one database query, not one (and one thread
-# and connection: Django gives each ASGI request its own) per request.
-_checks: dict[tuple[int, str], asyncio.Task[ApiToken | None]] = {}
+# process has not checked yet makes one database query, not one per request.
+_checks: dict[tuple[int, str], asyncio.Future[ApiToken | None]] = {}
 
 
 async def _checked(secret: str) -> ApiToken | None:
     key = (id(asyncio.get_running_loop()), tokens.hash_secret(secret))
     check = _checks.get(key)
     if check is None:
-        check = asyncio.ensure_future(sync_to_async(tokens.check)(secret))
+        check = asyncio.ensure_future(asyncio.wrap_future(tokens.check_in_thread(secret)))
         _checks[key] = check
         check.add_done_callback(lambda _: _checks.pop(key, None))
     # Shielded: a caller that leaves must not cancel the check the others wait on.
-    return await asyncio.shield(check)
+    try:
+        return await asyncio.wait_for(asyncio.shield(check), tokens.LOOKUP_TIMEOUT_S)
+    except TimeoutError:
+        # A stalled database: answer without it; the lookup finishes on its own.
+        return tokens.unanswered(secret)

@@ -1,0 +1,54 @@
+"""The API while the token database is unreachable: token callers are answered from
+memory, or refused fast with 503 and ``Retry-After`` (the database is stood in for)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ferrox_stats import live, tokens
+from tests.api.conftest import PREFIX, TokenClient
+from tests.conftest import FakeClock
+from tests.faults import TokenDatabase
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("path", ["/v1/stats", "/admin/stats", "/v1/requests"])
+def test_a_checked_token_reads_live_state_through_an_outage(
+    recorder: live.Recorder,
+    clock: FakeClock,
+    token_db: TokenDatabase,
+    path: str,
+) -> None:
+    _, secret = tokens.issue("poller")
+    client = TokenClient(secret)
+    assert client.get(PREFIX + path).status_code == 200
+    token_db.down = True
+    clock.advance(60)  # far past TOKEN_CACHE_S
+    assert client.get(PREFIX + path).status_code == 200
+
+
+def test_an_unknown_token_gets_a_fast_503_with_retry_after(
+    recorder: live.Recorder, token_db: TokenDatabase
+) -> None:
+    _, secret = tokens.issue("poller")
+    token_db.down = True
+    response = TokenClient(secret).get(PREFIX + "/v1/stats")
+    assert response.status_code == 503
+    assert int(response["Retry-After"]) >= 1
+    assert response.json()["error"]["code"] == "database_unavailable"
+    assert response.json()["error"]["status"] == 503
+    assert token_db.lookups == 1
+    assert TokenClient(secret).get(PREFIX + "/v1/stats").status_code == 503
+    assert token_db.lookups == 1
+
+
+def test_the_database_answering_again_admits_new_tokens(
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase
+) -> None:
+    _, secret = tokens.issue("poller")
+    token_db.down = True
+    assert TokenClient(secret).get(PREFIX + "/v1/stats").status_code == 503
+    token_db.down = False
+    clock.advance(tokens.RETRY_S)
+    assert TokenClient(secret).get(PREFIX + "/v1/stats").status_code == 200
