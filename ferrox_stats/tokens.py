@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -10,10 +11,17 @@ import os
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 
-from django.db import InterfaceError, OperationalError, close_old_connections, transaction
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connections,
+    transaction,
+)
 from django.utils import timezone
 
 from . import live
@@ -32,6 +40,9 @@ RETRY_S = 1.0
 # Seconds an async caller waits for a lookup before treating the database as
 # unreachable (a stalled connection attempt must not hold a request for longer).
 LOOKUP_TIMEOUT_S = 2.0
+# Seconds an async caller holding a last good answer for the token waits for the
+# lookup before it goes on with that answer (the lookup goes on and updates it).
+STALE_WAIT_S = 0.25
 # The errors that mean "the database cannot be reached", not "the query is wrong".
 UNREACHABLE = (OperationalError, InterfaceError)
 
@@ -116,26 +127,23 @@ class _RecentTokens:
 class _Outage:
     """A circuit breaker: whether the token database is taken as unreachable.
 
-    After a lookup fails nobody asks for ``RETRY_S`` seconds (callers answer from the
-    last good answers at once, or with ``Unavailable``); then the first caller asks
-    again (the probe) while the others go on answering without the database.
+    Open after a lookup failed: no caller waits on the database any more, each answers
+    at once from the last good answers (or with ``Unavailable``), and one probe a
+    ``RETRY_S`` asks the database in the background; its answer closes the breaker.
     """
 
     def __init__(self) -> None:
         self._retry_at: float | None = None
         self._lock = threading.Lock()
 
-    def down(self, now: float) -> bool:
-        """Whether a lookup must not be made at ``now``."""
-        retry_at = self._retry_at
-        return retry_at is not None and now < retry_at
+    @property
+    def open(self) -> bool:
+        return self._retry_at is not None
 
-    def may_ask(self, now: float) -> bool:
-        """Whether this caller may ask the database now; claims the probe if one is due."""
+    def claim_probe(self, now: float) -> bool:
+        """Whether a probe is due at ``now``; the caller that gets True makes it."""
         with self._lock:
-            if self._retry_at is None:
-                return True
-            if now < self._retry_at:
+            if self._retry_at is None or now < self._retry_at:
                 return False
             self._retry_at = now + RETRY_S
             return True
@@ -174,8 +182,8 @@ outage = _Outage()
 
 def recently_checked(secret: str) -> ApiToken | None:
     """The token this secret belongs to if this process may answer without asking the
-    database: checked within ``TOKEN_CACHE_S``, or within ``TOKEN_STALE_S`` while the
-    database is unreachable (an async caller skips a thread hop)."""
+    database (an async caller skips a thread hop): checked within ``TOKEN_CACHE_S``, or
+    while the database is unreachable the last good answer, or ``Unavailable``."""
     ttl = conf.TOKEN_CACHE_S
     if not secret.startswith(SECRET_PREFIX):
         return None
@@ -183,36 +191,9 @@ def recently_checked(secret: str) -> ApiToken | None:
     digest = hash_secret(secret)
     if ttl > 0 and (token := recent.get(digest, now, ttl)) is not None:
         return token
-    if outage.down(now):
-        return recent.get(digest, now, conf.TOKEN_STALE_S)
+    if outage.open:
+        return _without_database(digest, now)
     return None
-
-
-def _lookup(digest: str) -> ApiToken | None:
-    # order_by(): the model's default ordering would add a sort to a one-row lookup.
-    token = ApiToken.objects.active().filter(secret_hash=digest).order_by().first()
-    # The lookup is by an index on the digest; compare again in constant time anyway.
-    if token is None or not hmac.compare_digest(token.secret_hash, digest):
-        return None
-    return token
-
-
-def _last_good(digest: str, now: float) -> ApiToken:
-    """The answer while the database is unreachable: the token as last confirmed within
-    ``TOKEN_STALE_S``, else ``Unavailable``."""
-    stale = conf.TOKEN_STALE_S
-    token = recent.get(digest, now, stale) if stale > 0 else None
-    if token is None:
-        raise Unavailable(outage.retry_after_s(now))
-    return token
-
-
-def unanswered(secret: str) -> ApiToken:
-    """A lookup of ``secret`` took longer than ``LOOKUP_TIMEOUT_S``: the database is taken
-    as unreachable, and the answer is the last good one or ``Unavailable``."""
-    now = live.get_recorder().clock.monotonic()
-    outage.failed(now, None)
-    return _last_good(hash_secret(secret), now)
 
 
 def check(secret: str) -> ApiToken | None:
@@ -228,8 +209,22 @@ def check(secret: str) -> ApiToken | None:
     moment = live.get_recorder().clock.monotonic()
     if ttl > 0 and (cached := recent.get(digest, moment, ttl)) is not None:
         return cached
-    if not outage.may_ask(moment):
-        return _last_good(digest, moment)
+    if outage.open:
+        return _without_database(digest, moment)
+    return _ask(digest, moment)
+
+
+def _lookup(digest: str) -> ApiToken | None:
+    # order_by(): the model's default ordering would add a sort to a one-row lookup.
+    token = ApiToken.objects.active().filter(secret_hash=digest).order_by().first()
+    # The lookup is by an index on the digest; compare again in constant time anyway.
+    if token is None or not hmac.compare_digest(token.secret_hash, digest):
+        return None
+    return token
+
+
+def _ask(digest: str, moment: float) -> ApiToken | None:
+    """Look the token up; a database that cannot be reached opens the breaker."""
     try:
         token = _lookup(digest)
     except UNREACHABLE as exc:
@@ -240,7 +235,7 @@ def check(secret: str) -> ApiToken | None:
         # Revoked or never issued: no last good answer may outlive this one.
         recent.forget(digest)
         return None
-    if ttl > 0 or conf.TOKEN_STALE_S > 0:
+    if conf.TOKEN_CACHE_S > 0 or conf.TOKEN_STALE_S > 0:
         recent.put(digest, moment, token)
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
@@ -252,6 +247,59 @@ def check(secret: str) -> ApiToken | None:
         else:
             token.last_used_at = now
     return token
+
+
+def _without_database(digest: str, now: float) -> ApiToken:
+    """The answer while the breaker is open; starts the probe if one is due."""
+    if outage.claim_probe(now):
+        spawn(lambda: _probe(digest, now))
+    return _last_good(digest, now)
+
+
+def _last_good(digest: str, now: float) -> ApiToken:
+    """The token as last confirmed within ``TOKEN_STALE_S``, else ``Unavailable``."""
+    stale = conf.TOKEN_STALE_S
+    token = recent.get(digest, now, stale) if stale > 0 else None
+    if token is None:
+        raise Unavailable(outage.retry_after_s(now))
+    return token
+
+
+def _probe(digest: str, moment: float) -> None:
+    with contextlib.suppress(Unavailable):  # still down: the breaker stays open
+        _ask(digest, moment)
+
+
+def _spawn_thread(probe: Callable[[], None]) -> None:
+    def run() -> None:
+        try:
+            probe()
+        finally:
+            connections.close_all()  # this thread's own, opened for the probe
+
+    # A thread of its own: a probe stalled on a silent database holds nobody else.
+    threading.Thread(target=run, name="ferrox-tokens-probe", daemon=True).start()
+
+
+# How a probe is started; tests run it inline.
+spawn: Callable[[Callable[[], None]], None] = _spawn_thread
+
+
+def last_good(secret: str) -> ApiToken | None:
+    """The token as this process last confirmed it within ``TOKEN_STALE_S``, if it did
+    (without asking the database, whatever the breaker says)."""
+    stale = conf.TOKEN_STALE_S
+    if stale <= 0 or not secret.startswith(SECRET_PREFIX):
+        return None
+    return recent.get(hash_secret(secret), live.get_recorder().clock.monotonic(), stale)
+
+
+def unanswered(secret: str) -> ApiToken:
+    """A lookup of ``secret`` took longer than ``LOOKUP_TIMEOUT_S``: the database is taken
+    as unreachable, and the answer is the last good one or ``Unavailable``."""
+    now = live.get_recorder().clock.monotonic()
+    outage.failed(now, None)
+    return _last_good(hash_secret(secret), now)
 
 
 _worker: tuple[int, ThreadPoolExecutor] | None = None

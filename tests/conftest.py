@@ -51,3 +51,11 @@ def token_db(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     tokens.outage.reset()
     yield token_db
     tokens.outage.reset()
+
+
+@pytest.fixture
+def inline_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The token breaker's background probe made inline, so a test sees its outcome."""
+    from ferrox_stats import tokens
+
+    monkeypatch.setattr(tokens, "spawn", lambda probe: probe())

@@ -134,7 +134,7 @@ class FaultProxy:
                 if not data:
                     break
                 dst.sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # reset under our feet: select() on a closed socket
             pass
         finally:
             with self._lock:

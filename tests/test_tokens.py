@@ -88,7 +88,7 @@ def test_the_cache_is_bounded(recorder: live.Recorder) -> None:
 
 
 def test_a_checked_token_outlives_the_cache_while_the_database_is_down(
-    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
 ) -> None:
     token, secret = tokens.issue("poller")
     assert tokens.check(secret) == token
@@ -99,7 +99,11 @@ def test_a_checked_token_outlives_the_cache_while_the_database_is_down(
 
 
 def test_the_last_good_answer_lasts_token_stale_s_from_the_last_confirmation(
-    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, settings: Any
+    recorder: live.Recorder,
+    clock: FakeClock,
+    token_db: TokenDatabase,
+    inline_probes: None,
+    settings: Any,
 ) -> None:
     settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_STALE_S": 300.0}
     token, secret = tokens.issue("poller")
@@ -113,7 +117,7 @@ def test_the_last_good_answer_lasts_token_stale_s_from_the_last_confirmation(
 
 
 def test_an_unknown_token_is_unavailable_and_the_database_is_not_asked_again_at_once(
-    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
 ) -> None:
     _, secret = tokens.issue("poller")
     token_db.down = True
@@ -128,7 +132,7 @@ def test_an_unknown_token_is_unavailable_and_the_database_is_not_asked_again_at_
 
 
 def test_one_caller_probes_after_retry_s_and_the_database_answering_closes_the_breaker(
-    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
 ) -> None:
     token, secret = tokens.issue("poller")
     token_db.down = True
@@ -141,12 +145,12 @@ def test_one_caller_probes_after_retry_s_and_the_database_answering_closes_the_b
     token_db.down = False
     clock.advance(tokens.RETRY_S)
     assert tokens.check(secret) == token
-    assert not tokens.outage.down(clock.now)
+    assert not tokens.outage.open
     assert token_db.lookups == 3
 
 
 def test_a_token_revoked_once_the_database_answers_has_no_last_good_answer(
-    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
 ) -> None:
     token, secret = tokens.issue("poller")
     assert tokens.check(secret) == token
@@ -160,7 +164,11 @@ def test_a_token_revoked_once_the_database_answers_has_no_last_good_answer(
 
 
 def test_a_zero_stale_time_refuses_every_unconfirmed_token_during_an_outage(
-    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, settings: Any
+    recorder: live.Recorder,
+    clock: FakeClock,
+    token_db: TokenDatabase,
+    inline_probes: None,
+    settings: Any,
 ) -> None:
     settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 5.0, "TOKEN_STALE_S": 0}
     token, secret = tokens.issue("poller")
@@ -173,12 +181,12 @@ def test_a_zero_stale_time_refuses_every_unconfirmed_token_during_an_outage(
 
 
 def test_a_lookup_that_took_too_long_opens_the_breaker(
-    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
 ) -> None:
     token, secret = tokens.issue("poller")
     assert tokens.check(secret) == token
     clock.advance(6)
     assert tokens.unanswered(secret) == token
-    assert tokens.outage.down(clock.now)
+    assert tokens.outage.open
     assert tokens.check(secret) == token
     assert token_db.lookups == 1

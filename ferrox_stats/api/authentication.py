@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
+from rest_framework import authentication
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
@@ -59,3 +61,14 @@ class BearerTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="ferrox_stats"'
+
+
+class SessionAuthentication(authentication.SessionAuthentication):
+    """DRF's, but a session store that cannot be reached (the database backend during an
+    outage) is a fast 503 with ``Retry-After``, not a 500."""
+
+    def authenticate(self, request: Request) -> tuple[Any, None] | None:
+        try:
+            return super().authenticate(request)
+        except (OperationalError, InterfaceError):
+            raise DatabaseUnavailable(wait=5) from None

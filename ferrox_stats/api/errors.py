@@ -54,4 +54,7 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
             for key, value in detail.items()
         }
     response.data = {"error": error}
+    if isinstance(exc, DatabaseUnavailable):
+        # Not one ERROR per refused request: ferrox_stats.tokens logs the outage once.
+        response._has_been_logged = True  # type: ignore[attr-defined]
     return response

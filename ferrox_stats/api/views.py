@@ -16,7 +16,6 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
@@ -33,7 +32,7 @@ from ..conf import conf
 from ..ingest import ACCEPTED, DUPLICATE, REJECTED, describe_name, ingest, string_problem
 from ..models import ApiToken, FinishedRequest
 from . import errors, serializers
-from .authentication import BearerTokenAuthentication
+from .authentication import BearerTokenAuthentication, SessionAuthentication
 from .filters import HistoryFilter
 from .params import clamped_limit, non_negative_int
 from .permissions import INGEST, READ, EndpointAccess

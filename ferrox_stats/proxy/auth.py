@@ -60,21 +60,36 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
     return token
 
 
-# Checks under way, by event loop and digest: a burst of requests with a key this
-# process has not checked yet makes one database query, not one per request.
-_checks: dict[tuple[int, str], asyncio.Future[ApiToken | None]] = {}
+# Checks under way, by event loop and digest, with when each began: a burst of
+# requests with a key this process has not checked yet makes one database query, not
+# one per request.
+_checks: dict[tuple[int, str], tuple[float, asyncio.Future[ApiToken | None]]] = {}
 
 
 async def _checked(secret: str) -> ApiToken | None:
-    key = (id(asyncio.get_running_loop()), tokens.hash_secret(secret))
-    check = _checks.get(key)
-    if check is None:
-        check = asyncio.ensure_future(asyncio.wrap_future(tokens.check_in_thread(secret)))
-        _checks[key] = check
-        check.add_done_callback(lambda _: _checks.pop(key, None))
+    loop = asyncio.get_running_loop()
+    key = (id(loop), tokens.hash_secret(secret))
+    found = _checks.get(key)
+    if found is None:
+        found = (
+            loop.time(),
+            asyncio.ensure_future(asyncio.wrap_future(tokens.check_in_thread(secret))),
+        )
+        _checks[key] = found
+        found[1].add_done_callback(lambda _: _checks.pop(key, None))
+    began, check = found
+    # A lookup unanswered after LOOKUP_TIMEOUT_S means a stalled database; a caller
+    # with a last good answer waits only STALE_WAIT_S of that.
+    give_up_at = began + tokens.LOOKUP_TIMEOUT_S
+    last_good = tokens.last_good(secret)
+    wait = give_up_at - loop.time()
+    if last_good is not None:
+        wait = min(wait, tokens.STALE_WAIT_S)
     # Shielded: a caller that leaves must not cancel the check the others wait on.
     try:
-        return await asyncio.wait_for(asyncio.shield(check), tokens.LOOKUP_TIMEOUT_S)
+        return await asyncio.wait_for(asyncio.shield(check), max(0.0, wait))
     except TimeoutError:
-        # A stalled database: answer without it; the lookup finishes on its own.
+        if last_good is not None and loop.time() < give_up_at:
+            return last_good  # slow, not yet taken as down: the lookup goes on
+        # Answer without the database; the lookup finishes on its own.
         return tokens.unanswered(secret)

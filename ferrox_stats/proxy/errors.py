@@ -51,6 +51,8 @@ def database_unavailable(retry_after_s: int) -> JsonResponse:
         code="database_unavailable",
     )
     response["Retry-After"] = str(retry_after_s)
+    # Not one ERROR per refused request: ferrox_stats.tokens logs the outage once.
+    response._has_been_logged = True  # type: ignore[attr-defined]
     return response
 
 

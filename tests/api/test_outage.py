@@ -18,6 +18,7 @@ def test_a_checked_token_reads_live_state_through_an_outage(
     recorder: live.Recorder,
     clock: FakeClock,
     token_db: TokenDatabase,
+    inline_probes: None,
     path: str,
 ) -> None:
     _, secret = tokens.issue("poller")
@@ -29,7 +30,7 @@ def test_a_checked_token_reads_live_state_through_an_outage(
 
 
 def test_an_unknown_token_gets_a_fast_503_with_retry_after(
-    recorder: live.Recorder, token_db: TokenDatabase
+    recorder: live.Recorder, token_db: TokenDatabase, inline_probes: None
 ) -> None:
     _, secret = tokens.issue("poller")
     token_db.down = True
@@ -44,7 +45,7 @@ def test_an_unknown_token_gets_a_fast_503_with_retry_after(
 
 
 def test_the_database_answering_again_admits_new_tokens(
-    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
 ) -> None:
     _, secret = tokens.issue("poller")
     token_db.down = True
