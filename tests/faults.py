@@ -63,6 +63,10 @@ class FaultProxy:
     def mode(self) -> str:
         return self._mode
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
     @mode.setter
     def mode(self, mode: str) -> None:
         if mode not in MODES:
@@ -90,7 +94,8 @@ class FaultProxy:
     def close(self) -> None:
         self._stopped.set()
         self._flowing.set()  # let stalled pipes see the stop
-        self._acceptor.join(5)
+        if self._acceptor.is_alive():
+            self._acceptor.join(5)
         self.reset()
         for thread in self._threads:
             thread.join(5)

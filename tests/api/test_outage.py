@@ -3,7 +3,12 @@ memory, or refused fast with 503 and ``Retry-After`` (the database is stood in f
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from django.contrib.sessions.backends.db import SessionStore
+from django.db import OperationalError
+from django.test import Client
 
 from ferrox_stats import live, tokens
 from tests.api.conftest import PREFIX, TokenClient
@@ -53,3 +58,18 @@ def test_the_database_answering_again_admits_new_tokens(
     token_db.down = False
     clock.advance(tokens.RETRY_S)
     assert TokenClient(secret).get(PREFIX + "/v1/stats").status_code == 200
+
+
+def test_a_staff_session_that_cannot_be_read_is_a_503_not_a_500(
+    staff_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert staff_client.get(PREFIX + "/v1/stats").status_code == 200
+
+    def unreachable(self: SessionStore) -> dict[str, Any]:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(SessionStore, "load", unreachable)
+    response = staff_client.get(PREFIX + "/v1/stats")
+    assert response.status_code == 503
+    assert int(response["Retry-After"]) >= 1
+    assert response.json()["error"]["code"] == "database_unavailable"
