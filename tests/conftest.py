@@ -42,14 +42,34 @@ def recorder(clock: FakeClock) -> Iterator[live.Recorder]:
 
 @pytest.fixture
 def token_db(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The token lookup stood in for (``tests.faults.TokenDatabase``), no outage known."""
+    """The token lookup stood in for (``tests.faults.TokenDatabase``), no outage known;
+    the breaker's probes are waited for, so none outlives the test."""
+    import threading
+
+    from django.db import connections
+
     from ferrox_stats import tokens
     from tests.faults import TokenDatabase
 
+    probes: list[threading.Thread] = []
+
+    def spawn(probe: Any) -> None:
+        def run() -> None:
+            try:
+                probe()
+            finally:
+                connections.close_all()
+
+        probes.append(threading.Thread(target=run, daemon=True))
+        probes[-1].start()
+
     token_db = TokenDatabase()
     monkeypatch.setattr(tokens, "_lookup", token_db)
+    monkeypatch.setattr(tokens, "spawn", spawn)
     tokens.outage.reset()
     yield token_db
+    for probe in probes:
+        probe.join(10)
     tokens.outage.reset()
 
 
