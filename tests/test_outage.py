@@ -5,7 +5,8 @@ connections go through a ``FaultProxy`` that the test turns off (a stopped serve
 connections reset, new ones refused; or a silent network: nothing forwarded) for
 ``OUTAGE_S`` seconds — longer than ``TOKEN_CACHE_S``, set to 1 s here. Throughout,
 known tokens must be served, unknown ones refused fast with 503 and ``Retry-After``,
-the live endpoints must answer from memory with the archive's ``last_error``, and
+the live endpoints must answer from memory with the archive's ``last_error`` (history
+and staff sessions, which need the database, a 503), and
 after the database answers again every acknowledged request must be archived once,
 within 5 s. ``FERROX_TEST_OUTAGE_S=30`` runs the issue's 30 s outage.
 """
@@ -170,6 +171,7 @@ def test_an_outage_under_keyed_traffic(
             traffic.run("chat", chat(infer), pace_s=0.02)
         for path in ("/v1/stats", "/admin/stats", "/v1/requests"):
             traffic.run(path, poll(path), pace_s=0.1)
+        traffic.run("/v1/history", poll("/v1/history"), pace_s=0.2)
         traffic.stop.wait(BEFORE_S)
 
         traffic.phase = "during"
@@ -218,8 +220,13 @@ def test_an_outage_under_keyed_traffic(
         r.json()["live"]["archive"]["last_error"] for _, _, r in traffic.of("/admin/stats")
     ]
     assert "OperationalError" in live_errors
-    # A staff session needs the session table: refused fast, never a hang.
-    assert {s for s, _, _ in traffic.of("staff")} <= {503}
+    # The archive's own endpoints need the database: a 503, never a 500.
+    assert {s for s, _, _ in traffic.of("/v1/history", "before")} == {200}
+    assert 503 in {s for s, _, _ in traffic.of("/v1/history", "during")}
+    assert {s for s, _, _ in traffic.of("/v1/history")} <= {200, 503}
+    # A staff session needs the session table: refused with a 503, never a 500.
+    assert traffic.of("staff")
+    assert {s for s, _, _ in traffic.of("staff")} == {503}
 
     # Every acknowledged request archived once, within 5 s of the database answering.
     assert drained, f"still pending {writer.health().pending} after 5 s"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -37,7 +38,11 @@ def _message(detail: Any) -> str:
 
 
 def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, reshaped; anything DRF does not handle stays a server error."""
+    """DRF's handler, reshaped; a database that cannot be reached is a 503; anything
+    else DRF does not handle stays a server error."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The archive's endpoints (history, ingest) while the database is down.
+        exc = DatabaseUnavailable(wait=5)
     response = exception_handler(exc, context)
     if response is None:
         return None

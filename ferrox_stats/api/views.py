@@ -45,6 +45,7 @@ ERRORS = {
         401: "No or an invalid token.",
         403: "Authenticated, but without this endpoint's scope.",
         429: "Throttled.",
+        503: "The database is unreachable (credentials or archive); retry after Retry-After.",
     }.items()
 }
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import OperationalError
+from django.db.models import QuerySet
 from django.test import Client
 
 from ferrox_stats import live, tokens
@@ -73,3 +74,20 @@ def test_a_staff_session_that_cannot_be_read_is_a_503_not_a_500(
     assert response.status_code == 503
     assert int(response["Retry-After"]) >= 1
     assert response.json()["error"]["code"] == "database_unavailable"
+
+
+@pytest.mark.parametrize("path", ["/v1/history", "/v1/history/req_1"])
+def test_the_archive_unreachable_is_a_503_not_a_500(
+    read_client: TokenClient, token_db: TokenDatabase, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    assert read_client.get(PREFIX + "/v1/stats").status_code == 200  # the token, checked
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(QuerySet, "__iter__", unreachable)
+    response = read_client.get(PREFIX + path)
+    assert response.status_code == 503
+    assert int(response["Retry-After"]) >= 1
+    assert response.json()["error"]["code"] == "database_unavailable"
+    assert token_db.lookups == 1  # the archive failed, not the token check
