@@ -91,3 +91,16 @@ def test_the_archive_unreachable_is_a_503_not_a_500(
     assert int(response["Retry-After"]) >= 1
     assert response.json()["error"]["code"] == "database_unavailable"
     assert token_db.lookups == 1  # the archive failed, not the token check
+
+
+def test_ingest_with_the_archive_unreachable_is_a_503(
+    ingest_client: TokenClient, token_db: TokenDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr("ferrox_stats.ingest.write_batch", unreachable)
+    body = {"records": [{"request_id": "r-1", "at_ms": 1_767_225_600_000}], "instance": "e"}
+    response = ingest_client.post(PREFIX + "/v1/ingest", body, content_type="application/json")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "database_unavailable"
