@@ -10,8 +10,9 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from ..breaker import Unavailable
 from ..models import ApiToken
-from ..tokens import Unavailable, check
+from ..tokens import check
 from .errors import DatabaseUnavailable
 
 

@@ -8,6 +8,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, JsonResponse
 
 from .. import tokens
+from ..breaker import Unavailable
 from ..conf import conf
 from ..models import ApiToken
 from .errors import database_unavailable, error_response
@@ -45,7 +46,7 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
         )
     try:
         token = tokens.recently_checked(secret) or await _checked(secret)
-    except tokens.Unavailable as exc:
+    except Unavailable as exc:
         return database_unavailable(exc.retry_after_s)
     if token is None:
         # Never echo what was sent: it may be someone's real key.

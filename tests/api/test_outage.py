@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.test import Client
 
 from ferrox_stats import live, tokens
+from ferrox_stats.breaker import RETRY_S
 from tests.api.conftest import PREFIX, TokenClient
 from tests.conftest import FakeClock
 from tests.faults import TokenDatabase
@@ -57,7 +58,7 @@ def test_the_database_answering_again_admits_new_tokens(
     token_db.down = True
     assert TokenClient(secret).get(PREFIX + "/v1/stats").status_code == 503
     token_db.down = False
-    clock.advance(tokens.RETRY_S)
+    clock.advance(RETRY_S)
     assert TokenClient(secret).get(PREFIX + "/v1/stats").status_code == 200
 
 
