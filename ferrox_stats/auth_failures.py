@@ -114,19 +114,25 @@ class Ledger:
     ) -> None:
         if digest is None:
             return  # a failure: the charge stays
-        bucket = _bucket(address)
+        self.refund(address, now, count, period)
         with self._lock:
-            spent = self._spent.get(bucket)
-            if spent is not None:
-                spent -= period / count
-                if spent <= now:
-                    del self._spent[bucket]
-                else:
-                    self._spent[bucket] = spent
             self._verified[digest] = None
             self._verified.move_to_end(digest)
             while len(self._verified) > self.max_verified:
                 self._verified.popitem(last=False)
+
+    def refund(self, address: str, now: float, count: int, period: float) -> None:
+        """Take back one charge: the attempt was no failure of the caller's."""
+        bucket = _bucket(address)
+        with self._lock:
+            spent = self._spent.get(bucket)
+            if spent is None:
+                return
+            spent -= period / count
+            if spent <= now:
+                del self._spent[bucket]
+            else:
+                self._spent[bucket] = spent
 
     def __len__(self) -> int:
         return len(self._spent)
@@ -165,3 +171,13 @@ def settle(address: str, token: ApiToken | None) -> None:
     count, period = _parsed(rate)
     now = live.get_recorder().clock.monotonic()
     ledger.settle(address, None if token is None else token.secret_hash, now, count, period)
+
+
+def refund(address: str) -> None:
+    """After a check ``admit`` let through that could not be answered (the database is
+    down): the attempt is not counted against the address."""
+    rate = conf.AUTH_FAILURE_RATE
+    if rate is None:
+        return
+    count, period = _parsed(rate)
+    ledger.refund(address, live.get_recorder().clock.monotonic(), count, period)

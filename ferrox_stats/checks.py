@@ -110,15 +110,19 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
 
-    cache = values["TOKEN_CACHE_S"]
-    if not (_positive_number(cache) or cache == 0) or isinstance(cache, bool):
-        errors.append(
-            Error(
-                "FERROX_STATS['TOKEN_CACHE_S'] must be a number of seconds >= 0.",
-                hint=f"Got {cache!r}; 0 checks every token against the database.",
-                id="ferrox_stats.E004",
+    for name, zero in (
+        ("TOKEN_CACHE_S", "checks every token against the database"),
+        ("TOKEN_STALE_S", "refuses unconfirmed tokens while the database is down"),
+    ):
+        value = values[name]
+        if not (_positive_number(value) or value == 0) or isinstance(value, bool):
+            errors.append(
+                Error(
+                    f"FERROX_STATS[{name!r}] must be a number of seconds >= 0.",
+                    hint=f"Got {value!r}; 0 {zero}.",
+                    id="ferrox_stats.E004",
+                )
             )
-        )
 
     for name, meaning in (
         ("GAUGE_MAX_AGE_S", "keeps the last report forever"),

@@ -64,6 +64,10 @@ DEFAULTS: dict[str, Any] = {
     # may make, as "<n>/<second|minute|hour|day>": n at once, then one every period/n;
     # past it, 429 with Retry-After. None: unthrottled.
     "AUTH_FAILURE_RATE": "20/minute",
+    # Seconds: while the database is unreachable, a token this process confirmed within
+    # this long is still accepted (a token revoked meanwhile works up to this long
+    # during an outage); others get 503. 0 refuses every unconfirmed token at once.
+    "TOKEN_STALE_S": 300.0,
     # The OpenAI-compatible pass-through's upstream engines, by name: {"engine-a":
     # {"BASE_URL": "http://10.0.0.5:8000/v1", "API_KEY": None, "MODELS": ["llama-3-8b"]}}.
     # A request goes to the upstream that lists its model, else to the one without
@@ -201,6 +205,10 @@ class Settings:
     def AUTH_FAILURE_RATE(self) -> str | None:
         value = self._get("AUTH_FAILURE_RATE")
         return None if value is None else str(value)
+
+    @property
+    def TOKEN_STALE_S(self) -> float:
+        return float(self._get("TOKEN_STALE_S"))
 
     @property
     def THROTTLE_RATES(self) -> dict[str, str | None]:

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
+import os
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connections,
+    transaction,
+)
 from django.utils import timezone
 
 from . import live
+from .breaker import Breaker, Unavailable
 from .conf import conf
 from .models import ApiToken
 
@@ -20,6 +31,14 @@ from .models import ApiToken
 SECRET_PREFIX = "fxs_"
 # ``last_used_at`` is refreshed at most this often: one write per token per minute.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# Seconds an async caller waits for a lookup before treating the database as
+# unreachable (a stalled connection attempt must not hold a request for longer).
+LOOKUP_TIMEOUT_S = 2.0
+# Seconds an async caller holding a last good answer for the token waits for the
+# lookup before it goes on with that answer (the lookup goes on and updates it).
+STALE_WAIT_S = 0.25
+# The errors that mean "the database cannot be reached", not "the query is wrong".
+UNREACHABLE = (OperationalError, InterfaceError)
 
 
 def hash_secret(secret: str) -> str:
@@ -53,12 +72,14 @@ def issue(
 
 
 class _RecentTokens:
-    """Tokens this process checked in the last ``TOKEN_CACHE_S`` seconds, by digest.
+    """Tokens this process checked, by digest, with the moment each was last confirmed.
 
-    A poller asks every second or two; without this each request pays a database
-    lookup (measured at about half of a 100-row poll). The price: a token revoked in
-    another process keeps working here for at most ``TOKEN_CACHE_S`` seconds.
-    Bounded: the oldest entry goes first past ``MAX``.
+    Within ``TOKEN_CACHE_S`` an entry is trusted without asking the database (a poller
+    asks every second or two; without this each request pays a lookup, measured at
+    about half of a 100-row poll): a token revoked in another process keeps working
+    here for at most ``TOKEN_CACHE_S`` seconds. While the database is unreachable an
+    entry confirmed within ``TOKEN_STALE_S`` is still trusted. Bounded: the oldest
+    entry goes first past ``MAX``.
     """
 
     MAX = 1024
@@ -68,12 +89,13 @@ class _RecentTokens:
         self._lock = threading.Lock()
 
     def get(self, digest: str, now: float, ttl: float) -> ApiToken | None:
+        """The token if it was confirmed within ``ttl`` seconds before ``now``."""
         with self._lock:
             found = self._entries.get(digest)
-            if found is None or now - found[0] > ttl:
-                self._entries.pop(digest, None)
-                return None
-            return found[1]
+        # An older entry stays: it is the last good answer should the database go away.
+        if found is None or now - found[0] > ttl:
+            return None
+        return found[1]
 
     def put(self, digest: str, now: float, token: ApiToken) -> None:
         with self._lock:
@@ -88,19 +110,31 @@ class _RecentTokens:
 
 
 recent = _RecentTokens()
+outage = Breaker()
 
 
 def recently_checked(secret: str) -> ApiToken | None:
-    """The token this secret belongs to if this process checked it within
-    ``TOKEN_CACHE_S``, without asking the database (an async caller skips a thread hop)."""
+    """The token this secret belongs to if this process may answer without asking the
+    database (an async caller skips a thread hop): checked within ``TOKEN_CACHE_S``, or
+    while the database is unreachable the last good answer, or ``Unavailable``."""
     ttl = conf.TOKEN_CACHE_S
-    if ttl <= 0 or not secret.startswith(SECRET_PREFIX):
+    if not secret.startswith(SECRET_PREFIX):
         return None
-    return recent.get(hash_secret(secret), live.get_recorder().clock.monotonic(), ttl)
+    now = live.get_recorder().clock.monotonic()
+    digest = hash_secret(secret)
+    if ttl > 0 and (token := recent.get(digest, now, ttl)) is not None:
+        return token
+    if outage.open:
+        return _without_database(digest, now)
+    return None
 
 
 def check(secret: str) -> ApiToken | None:
-    """The active token this secret belongs to, or ``None``."""
+    """The active token this secret belongs to, or ``None``.
+
+    Raises ``Unavailable`` when the database cannot be reached and the token was not
+    confirmed within ``TOKEN_STALE_S``; never waits on a database known to be down.
+    """
     if not secret.startswith(SECRET_PREFIX):
         return None
     digest = hash_secret(secret)
@@ -108,18 +142,125 @@ def check(secret: str) -> ApiToken | None:
     moment = live.get_recorder().clock.monotonic()
     if ttl > 0 and (cached := recent.get(digest, moment, ttl)) is not None:
         return cached
+    if outage.open:
+        return _without_database(digest, moment)
+    return _ask(digest, moment)
+
+
+def _lookup(digest: str) -> ApiToken | None:
     # order_by(): the model's default ordering would add a sort to a one-row lookup.
     token = ApiToken.objects.active().filter(secret_hash=digest).order_by().first()
     # The lookup is by an index on the digest; compare again in constant time anyway.
     if token is None or not hmac.compare_digest(token.secret_hash, digest):
         return None
-    if ttl > 0:
+    return token
+
+
+def _ask(digest: str, moment: float) -> ApiToken | None:
+    """Look the token up; a database that cannot be reached opens the breaker."""
+    try:
+        token = _lookup(digest)
+    except UNREACHABLE as exc:
+        outage.failed(moment, exc)
+        return _last_good(digest, moment)
+    outage.answered()
+    if token is None:
+        # Revoked or never issued: no last good answer may outlive this one.
+        recent.forget(digest)
+        return None
+    if conf.TOKEN_CACHE_S > 0 or conf.TOKEN_STALE_S > 0:
         recent.put(digest, moment, token)
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+        try:
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        except UNREACHABLE as exc:
+            # The token was found: the database went away since; only the mark is lost.
+            outage.failed(moment, exc)
+        else:
+            token.last_used_at = now
     return token
+
+
+def _without_database(digest: str, now: float) -> ApiToken:
+    """The answer while the breaker is open; starts the probe if one is due."""
+    if outage.claim_probe(now):
+        spawn(lambda: _probe(digest, now))
+    return _last_good(digest, now)
+
+
+def _last_good(digest: str, now: float) -> ApiToken:
+    """The token as last confirmed within ``TOKEN_STALE_S``, else ``Unavailable``."""
+    stale = conf.TOKEN_STALE_S
+    token = recent.get(digest, now, stale) if stale > 0 else None
+    if token is None:
+        raise Unavailable(outage.retry_after_s(now))
+    return token
+
+
+def _probe(digest: str, moment: float) -> None:
+    with contextlib.suppress(Unavailable):  # still down: the breaker stays open
+        _ask(digest, moment)
+
+
+def _spawn_thread(probe: Callable[[], None]) -> None:
+    def run() -> None:
+        try:
+            probe()
+        finally:
+            connections.close_all()  # this thread's own, opened for the probe
+
+    # A thread of its own: a probe stalled on a silent database holds nobody else.
+    threading.Thread(target=run, name="ferrox-tokens-probe", daemon=True).start()
+
+
+# How a probe is started; tests run it inline.
+spawn: Callable[[Callable[[], None]], None] = _spawn_thread
+
+
+def last_good(secret: str) -> ApiToken | None:
+    """The token as this process last confirmed it within ``TOKEN_STALE_S``, if it did
+    (without asking the database, whatever the breaker says)."""
+    stale = conf.TOKEN_STALE_S
+    if stale <= 0 or not secret.startswith(SECRET_PREFIX):
+        return None
+    return recent.get(hash_secret(secret), live.get_recorder().clock.monotonic(), stale)
+
+
+def unanswered(secret: str) -> ApiToken:
+    """A lookup of ``secret`` took longer than ``LOOKUP_TIMEOUT_S``: the database is taken
+    as unreachable, and the answer is the last good one or ``Unavailable``."""
+    now = live.get_recorder().clock.monotonic()
+    outage.failed(now, None)
+    return _last_good(hash_secret(secret), now)
+
+
+_worker: tuple[int, ThreadPoolExecutor] | None = None
+_worker_lock = threading.Lock()
+
+
+def check_in_thread(secret: str) -> Future[ApiToken | None]:
+    """``check`` on this process's token thread, for an async caller.
+
+    Not on asgiref's one thread-sensitive thread, which the pass-through's requests
+    share: a lookup stalled on a silent database would hold every request there.
+    """
+    global _worker
+    with _worker_lock:
+        if _worker is None or _worker[0] != os.getpid():  # threads do not survive a fork
+            _worker = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="ferrox-tokens"))
+        executor = _worker[1]
+    return executor.submit(_check_and_close, secret)
+
+
+def _check_and_close(secret: str) -> ApiToken | None:
+    # No request_started/finished here: close connections as they would (CONN_MAX_AGE),
+    # and a broken one before it is used again.
+    close_old_connections()
+    try:
+        return check(secret)
+    finally:
+        close_old_connections()
 
 
 def revoke(token: ApiToken) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -46,3 +47,44 @@ def _fresh_auth_failures() -> Iterator[None]:
     auth_failures.ledger.clear()
     yield
     auth_failures.ledger.clear()
+
+
+@pytest.fixture
+def token_db(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The token lookup stood in for (``tests.faults.TokenDatabase``), no outage known;
+    the breaker's probes are waited for, so none outlives the test."""
+    import threading
+
+    from django.db import connections
+
+    from ferrox_stats import tokens
+    from tests.faults import TokenDatabase
+
+    probes: list[threading.Thread] = []
+
+    def spawn(probe: Any) -> None:
+        def run() -> None:
+            try:
+                probe()
+            finally:
+                connections.close_all()
+
+        probes.append(threading.Thread(target=run, daemon=True))
+        probes[-1].start()
+
+    token_db = TokenDatabase()
+    monkeypatch.setattr(tokens, "_lookup", token_db)
+    monkeypatch.setattr(tokens, "spawn", spawn)
+    tokens.outage.reset()
+    yield token_db
+    for probe in probes:
+        probe.join(10)
+    tokens.outage.reset()
+
+
+@pytest.fixture
+def inline_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The token breaker's background probe made inline, so a test sees its outcome."""
+    from ferrox_stats import tokens
+
+    monkeypatch.setattr(tokens, "spawn", lambda probe: probe())

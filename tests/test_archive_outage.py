@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,9 @@ from django.db import connection
 from ferrox_stats.archive.writer import ArchiveWriter
 from ferrox_stats.live import Recorder
 from ferrox_stats.models import FinishedRequest
+from tests.asgi_server import wait_for
+from tests.factories import make_record
+from tests.faults import PASS, REFUSE, FaultProxy, fault_proxy, route_through
 from tests.test_archive_writer import assert_identity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,3 +166,47 @@ def test_sigterm_with_a_full_queue_persists_everything_before_exit(tmp_path: Pat
                 "SELECT COUNT(*) FROM ferrox_stats_finishedrequest WHERE instance = 'sigterm'"
             ).fetchone()
     assert count == 5000
+
+
+@pytest.fixture
+def proxied() -> Iterator[FaultProxy]:
+    """The default alias reached through a ``FaultProxy`` in front of the test server."""
+    settings = connection.settings_dict
+    target = (settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432))
+    with fault_proxy(target, lifetime_s=120) as proxy, route_through(proxy):
+        yield proxy
+
+
+def down(proxy: FaultProxy) -> None:
+    """As a stopped server: open connections reset, new ones refused."""
+    proxy.mode = REFUSE
+    proxy.reset()
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_the_backlog_resumes_within_seconds_of_the_database_answering(
+    proxied: FaultProxy,
+) -> None:
+    # The default backoff cap: without probing, the batch would wait out its backoff.
+    writer = ArchiveWriter(instance="probe", batch_size=50, interval_s=0.05, retry_max_s=30.0)
+    try:
+        writer.submit(0, make_record(request_id="before"))
+        assert writer.wait_until_drained(timeout_s=10)
+        down(proxied)
+        for seq in range(1, 101):
+            writer.submit(seq, make_record(request_id=f"during-{seq}"))
+        # Seven failed attempts: the next retry is 6.4 s away.
+        assert wait_for(lambda: writer.health().failed_attempts >= 7, timeout_s=30)
+        assert writer.health().last_error == "OperationalError"
+        proxied.mode = PASS
+        answered_at = time.monotonic()
+        assert writer.wait_until_drained(timeout_s=5.0)
+        resumed_s = time.monotonic() - answered_at
+    finally:
+        writer.close(deadline_s=10)
+    health = writer.health()
+    assert (health.accepted, health.persisted, health.pending, health.dropped) == (101, 101, 0, {})
+    assert health.last_error is None
+    assert FinishedRequest.objects.filter(instance="probe").count() == 101
+    print(f"archive resumed {resumed_s:.2f} s after the database answered")

@@ -10,8 +10,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ferrox_stats import live, tokens
+from ferrox_stats.breaker import RETRY_S, Unavailable
 from ferrox_stats.models import ApiToken
 from tests.conftest import FakeClock
+from tests.faults import TokenDatabase
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +52,7 @@ def test_a_revocation_elsewhere_takes_effect_within_token_cache_s(
     settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 5.0}
     token, secret = tokens.issue("poller")
     assert tokens.check(secret) == token
-    # Another process revokes it: this one only learns from the database.
+    # Another process revokes it: this one only learns from the token_db.
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
     clock.advance(4.9)
     assert tokens.check(secret) == token
@@ -81,3 +83,111 @@ def test_the_cache_is_bounded(recorder: live.Recorder) -> None:
         cache.put(f"digest-{n}", 0.0, token)
     assert cache.get("digest-0", 0.0, 5.0) is None
     assert cache.get(f"digest-{cache.MAX + 9}", 0.0, 5.0) is token
+
+
+# -- while the database is unreachable ------------------------------------------------
+
+
+def test_a_checked_token_outlives_the_cache_while_the_database_is_down(
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
+) -> None:
+    token, secret = tokens.issue("poller")
+    assert tokens.check(secret) == token
+    token_db.down = True
+    clock.advance(60)
+    assert tokens.check(secret) == token
+    assert tokens.recently_checked(secret) == token  # the async path: no thread hop
+
+
+def test_the_last_good_answer_lasts_token_stale_s_from_the_last_confirmation(
+    recorder: live.Recorder,
+    clock: FakeClock,
+    token_db: TokenDatabase,
+    inline_probes: None,
+    settings: Any,
+) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_STALE_S": 300.0}
+    token, secret = tokens.issue("poller")
+    assert tokens.check(secret) == token
+    token_db.down = True
+    clock.advance(299.9)
+    assert tokens.check(secret) == token
+    clock.advance(0.2 + RETRY_S)
+    with pytest.raises(Unavailable):
+        tokens.check(secret)
+
+
+def test_an_unknown_token_is_unavailable_and_the_database_is_not_asked_again_at_once(
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
+) -> None:
+    _, secret = tokens.issue("poller")
+    token_db.down = True
+    with pytest.raises(Unavailable) as raised:
+        tokens.check(secret)
+    assert raised.value.retry_after_s >= 1
+    assert token_db.lookups == 1
+    for _ in range(100):
+        with pytest.raises(Unavailable):
+            tokens.check(secret)
+    assert token_db.lookups == 1  # the breaker is open: nobody waits on the database
+
+
+def test_one_caller_probes_after_retry_s_and_the_database_answering_closes_the_breaker(
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
+) -> None:
+    token, secret = tokens.issue("poller")
+    token_db.down = True
+    with pytest.raises(Unavailable):
+        tokens.check(secret)
+    clock.advance(RETRY_S)
+    with pytest.raises(Unavailable):
+        tokens.check(secret)  # the probe, still failing
+    assert token_db.lookups == 2
+    token_db.down = False
+    clock.advance(RETRY_S)
+    assert tokens.check(secret) == token
+    assert not tokens.outage.open
+    assert token_db.lookups == 3
+
+
+def test_a_token_revoked_once_the_database_answers_has_no_last_good_answer(
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
+) -> None:
+    token, secret = tokens.issue("poller")
+    assert tokens.check(secret) == token
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    clock.advance(6)
+    assert tokens.check(secret) is None
+    token_db.down = True
+    clock.advance(6)
+    with pytest.raises(Unavailable):
+        tokens.check(secret)
+
+
+def test_a_zero_stale_time_refuses_every_unconfirmed_token_during_an_outage(
+    recorder: live.Recorder,
+    clock: FakeClock,
+    token_db: TokenDatabase,
+    inline_probes: None,
+    settings: Any,
+) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 5.0, "TOKEN_STALE_S": 0}
+    token, secret = tokens.issue("poller")
+    assert tokens.check(secret) == token
+    token_db.down = True
+    assert tokens.check(secret) == token  # within TOKEN_CACHE_S: not a stale answer
+    clock.advance(5.1)
+    with pytest.raises(Unavailable):
+        tokens.check(secret)
+
+
+def test_a_lookup_that_took_too_long_opens_the_breaker(
+    recorder: live.Recorder, clock: FakeClock, token_db: TokenDatabase, inline_probes: None
+) -> None:
+    token, secret = tokens.issue("poller")
+    assert tokens.check(secret) == token
+    clock.advance(6)
+    assert tokens.unanswered(secret) == token
+    assert tokens.outage.open
+    assert tokens.check(secret) == token
+    assert token_db.lookups == 1

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
+from rest_framework import authentication
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 
 from .. import auth_failures
+from ..breaker import Unavailable
 from ..models import ApiToken
 from ..tokens import check
+from .errors import DatabaseUnavailable
 
 TOO_MANY_FAILURES = "Too many failed authentications from this address."
 
@@ -53,7 +57,11 @@ class BearerTokenAuthentication(BaseAuthentication):
         address = auth_failures.client_address(request)
         if (wait := auth_failures.admit(address, secret)) is not None:
             raise Throttled(wait, TOO_MANY_FAILURES, code="auth_throttled")
-        token = check(secret)
+        try:
+            token = check(secret)
+        except Unavailable as exc:
+            auth_failures.refund(address)  # the database's failure, not the caller's
+            raise DatabaseUnavailable(exc.retry_after_s) from None
         auth_failures.settle(address, token)
         if token is None:
             # Never echo what was sent: it may be someone's real key.
@@ -62,3 +70,14 @@ class BearerTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="ferrox_stats"'
+
+
+class SessionAuthentication(authentication.SessionAuthentication):
+    """DRF's, but a session store that cannot be reached (the database backend during an
+    outage) is a fast 503 with ``Retry-After``, not a 500."""
+
+    def authenticate(self, request: Request) -> tuple[Any, None] | None:
+        try:
+            return super().authenticate(request)
+        except (OperationalError, InterfaceError):
+            raise DatabaseUnavailable(wait=5) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -13,6 +14,18 @@ class PayloadTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "The request body is too large."
     default_code = "payload_too_large"
+
+
+class DatabaseUnavailable(exceptions.APIException):
+    """503 with ``Retry-After`` (DRF sends ``wait`` as that header)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The credentials cannot be checked right now (the database is unreachable)."
+    default_code = "database_unavailable"
+
+    def __init__(self, wait: int) -> None:
+        super().__init__()
+        self.wait = wait
 
 
 def _message(detail: Any) -> str:
@@ -25,7 +38,11 @@ def _message(detail: Any) -> str:
 
 
 def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, reshaped; anything DRF does not handle stays a server error."""
+    """DRF's handler, reshaped; a database that cannot be reached is a 503; anything
+    else DRF does not handle stays a server error."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        # The archive's endpoints (history, ingest) while the database is down.
+        exc = DatabaseUnavailable(wait=5)
     response = exception_handler(exc, context)
     if response is None:
         return None
@@ -42,4 +59,7 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
             for key, value in detail.items()
         }
     response.data = {"error": error}
+    if isinstance(exc, DatabaseUnavailable):
+        # Not one ERROR per refused request: ferrox_stats.tokens logs the outage once.
+        response._has_been_logged = True  # type: ignore[attr-defined]
     return response

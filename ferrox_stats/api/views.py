@@ -15,7 +15,6 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import JSONRenderer
@@ -31,7 +30,7 @@ from ..conf import conf
 from ..ingest import ACCEPTED, DUPLICATE, REJECTED, describe_name, ingest, string_problem
 from ..models import ApiToken, FinishedRequest
 from . import errors, serializers
-from .authentication import BearerTokenAuthentication
+from .authentication import BearerTokenAuthentication, SessionAuthentication
 from .filters import HistoryFilter
 from .params import clamped_limit, non_negative_int, only_known
 from .parsers import BoundedJSONParser
@@ -46,6 +45,7 @@ ERRORS = {
         403: "Authenticated, but without this endpoint's scope.",
         429: "Throttled: this endpoint's rate, or too many failed authentications from "
         "this address; Retry-After says when to try again.",
+        503: "The database is unreachable (credentials or archive); retry after Retry-After.",
     }.items()
 }
 

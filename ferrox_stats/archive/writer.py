@@ -4,7 +4,8 @@
 record and counts it). A background thread, started lazily on the first submit (so
 after any fork, never in ``ready()``), writes a batch when one fills or an interval
 passes. A record leaves the queue only after its batch committed; a batch that could
-not commit stays at the head and is retried with backoff. On interpreter exit the
+not commit stays at the head and is retried with backoff, and the database is probed
+meanwhile so the batch goes as soon as it answers again (``retry.py``). On interpreter exit the
 queue is drained within a deadline. At every instant::
 
     accepted == persisted + pending + dropped (by reason) + dead_lettered
@@ -26,6 +27,7 @@ from django.db import close_old_connections, connections
 
 from ..core.requests import Record
 from .batch import write_batch
+from .retry import PROBE, RETRY, Retry
 from .rows import Pending
 
 logger = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class ArchiveWriter:
         batch_size: int = 1000,
         interval_s: float = 1.0,
         retry_max_s: float = 30.0,
+        probe_s: float = 1.0,
         shutdown_deadline_s: float = 10.0,
         monotonic: Callable[[], float] = time.monotonic,
         autostart: bool = True,
@@ -73,6 +76,7 @@ class ArchiveWriter:
         self.batch_size = batch_size
         self.interval_s = interval_s
         self.retry_max_s = retry_max_s
+        self.probe_s = probe_s
         self.shutdown_deadline_s = shutdown_deadline_s
         self._monotonic = monotonic
         # Tests drive flush_once()/drain() themselves with autostart=False.
@@ -211,12 +215,18 @@ class ArchiveWriter:
         _install_sigterm_exit()
 
     def _run(self) -> None:
-        backoff = 0.0
+        retry = Retry(self.retry_max_s, self.probe_s)
         while not self._stopping.is_set():
-            if backoff:
-                # After a failure wait out the backoff, however full the queue is.
-                if self._stopping.wait(backoff):
+            if retry.waiting:
+                # After a failure wait out the backoff, however full the queue is,
+                # probing the database meanwhile.
+                if self._stopping.wait(retry.wait_s(self._monotonic())):
                     break
+                due = retry.due(self._monotonic())
+                if due == PROBE:
+                    retry.probed(self._monotonic(), self.probe())
+                if due != RETRY:
+                    continue
             else:
                 with self._lock:
                     if len(self._queue) < self.batch_size and not self._stopping.is_set():
@@ -227,14 +237,27 @@ class ArchiveWriter:
                 close_old_connections()
                 while self.flush_once() == self.batch_size and not self._stopping.is_set():
                     pass
-                backoff = 0.0
+                retry.succeeded()
             except Exception:
                 logger.warning(
                     "ferrox_stats: archive batch failed; it stays queued and is retried",
                     exc_info=True,
                 )
-                backoff = min(max(backoff * 2, 0.1), self.retry_max_s)
+                retry.failed(self._monotonic())
         connections.close_all()
+
+    def probe(self) -> bool:
+        """Whether the archive's database answers (a connection and ``SELECT 1``)."""
+        connection = connections[self.using]
+        try:
+            connection.ensure_connection()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+            return True
+        except Exception:
+            if not connection.in_atomic_block:
+                connection.close()
+            return False
 
     def close(self, deadline_s: float | None = None) -> bool:
         """Stop the thread, drain the queue within the deadline, count what is left.

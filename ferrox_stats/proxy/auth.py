@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, JsonResponse
 
 from .. import auth_failures, tokens
+from ..breaker import Unavailable
 from ..conf import conf
 from ..models import ApiToken
-from .errors import error_response, too_many_failures
+from .errors import database_unavailable, error_response, too_many_failures
 
 
 async def admit(request: HttpRequest, method: str) -> ApiToken | JsonResponse | None:
@@ -46,7 +46,10 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
         )
     token = tokens.recently_checked(secret)
     if token is None:
-        checked = await _checked(secret, auth_failures.client_address(request))
+        try:
+            checked = await _checked(secret, auth_failures.client_address(request))
+        except Unavailable as exc:
+            return database_unavailable(exc.retry_after_s)
         if isinstance(checked, JsonResponse):
             return checked
         token = checked
@@ -63,28 +66,55 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
     return token
 
 
-# Checks under way, by event loop and digest: a burst of requests with a key this
-# process has not checked yet makes one database query, not one (and one thread
-# and connection: Django gives each ASGI request its own) per request.
-_checks: dict[tuple[int, str], asyncio.Task[ApiToken | None]] = {}
+# Checks under way, by event loop and digest, with when each began: a burst of
+# requests with a key this process has not checked yet makes one database query, not
+# one per request.
+_checks: dict[tuple[int, str], tuple[float, asyncio.Future[ApiToken | None]]] = {}
 
 
 async def _checked(secret: str, address: str) -> ApiToken | JsonResponse | None:
     """The check of ``secret``: joined when one is under way, else started, charged to
     ``address``'s failure budget (a burst with one new key is one attempt, not one per
     request) and settled when it ends; a 429 when the address is over its budget."""
-    key = (id(asyncio.get_running_loop()), tokens.hash_secret(secret))
-    check = _checks.get(key)
-    if check is None:
-        if (wait := auth_failures.admit(address, secret)) is not None:
-            return too_many_failures(wait)
-        check = asyncio.ensure_future(sync_to_async(tokens.check)(secret))
-        _checks[key] = check
-        check.add_done_callback(lambda _: _checks.pop(key, None))
-        check.add_done_callback(
-            lambda done: auth_failures.settle(
-                address, None if done.cancelled() or done.exception() else done.result()
-            )
+    loop = asyncio.get_running_loop()
+    key = (id(loop), tokens.hash_secret(secret))
+    found = _checks.get(key)
+    if found is None:
+        if (refused := auth_failures.admit(address, secret)) is not None:
+            return too_many_failures(refused)
+        found = (
+            loop.time(),
+            asyncio.ensure_future(asyncio.wrap_future(tokens.check_in_thread(secret))),
         )
+        _checks[key] = found
+        found[1].add_done_callback(lambda _: _checks.pop(key, None))
+        found[1].add_done_callback(lambda done: _settle(address, done))
+    began, check = found
+    # A lookup unanswered after LOOKUP_TIMEOUT_S means a stalled database; a caller
+    # with a last good answer waits only STALE_WAIT_S of that.
+    give_up_at = began + tokens.LOOKUP_TIMEOUT_S
+    last_good = tokens.last_good(secret)
+    wait = give_up_at - loop.time()
+    if last_good is not None:
+        wait = min(wait, tokens.STALE_WAIT_S)
     # Shielded: a caller that leaves must not cancel the check the others wait on.
-    return await asyncio.shield(check)
+    try:
+        return await asyncio.wait_for(asyncio.shield(check), max(0.0, wait))
+    except TimeoutError:
+        if last_good is not None and loop.time() < give_up_at:
+            return last_good  # slow, not yet taken as down: the lookup goes on
+        # Answer without the database; the lookup finishes on its own.
+        return tokens.unanswered(secret)
+
+
+def _settle(address: str, done: asyncio.Future[ApiToken | None]) -> None:
+    """Tell the failure budget how a check ended: a key that verified refunds its charge,
+    one that did not keeps it, and one the database could not answer is not the
+    caller's failure (refunded)."""
+    if done.cancelled():
+        return
+    exc = done.exception()
+    if isinstance(exc, Unavailable):
+        auth_failures.refund(address)
+    elif exc is None:
+        auth_failures.settle(address, done.result())

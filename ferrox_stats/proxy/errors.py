@@ -60,6 +60,20 @@ def too_many_failures(wait: int) -> JsonResponse:
     return response
 
 
+def database_unavailable(retry_after_s: int) -> JsonResponse:
+    """503 with ``Retry-After``: the key could not be checked, the database being down."""
+    response = error_response(
+        503,
+        "The API key cannot be checked right now (the database is unreachable); retry later.",
+        "server_error",
+        code="database_unavailable",
+    )
+    response["Retry-After"] = str(retry_after_s)
+    # Not one ERROR per refused request: ferrox_stats.tokens logs the outage once.
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response
+
+
 def sse_error_event(message: str, code: str) -> bytes:
     """An error inside a stream already under way: the SDKs raise it as ``APIError``."""
     body = error_body(message, "server_error", code=code)
