@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
 from rest_framework.renderers import JSONRenderer
@@ -41,6 +42,12 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "description": "An API token, fxs_…"}
+
+
+class OutageAwareSessionScheme(SessionScheme):
+    """The staff session, as drf-spectacular describes DRF's (whose subclass it is)."""
+
+    target_class = "ferrox_stats.api.authentication.SessionAuthentication"
 
 
 class SchemaView(FerroxView, SpectacularAPIView):

@@ -44,15 +44,15 @@ async def authorize(request: HttpRequest) -> ApiToken | JsonResponse | None:
             "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
             code="missing_api_key",
         )
-    token = tokens.recently_checked(secret)
-    if token is None:
-        try:
-            checked = await _checked(secret, auth_failures.client_address(request))
-        except Unavailable as exc:
-            return database_unavailable(exc.retry_after_s)
-        if isinstance(checked, JsonResponse):
-            return checked
-        token = checked
+    try:
+        checked = tokens.recently_checked(secret) or await _checked(
+            secret, auth_failures.client_address(request)
+        )
+    except Unavailable as exc:
+        return database_unavailable(exc.retry_after_s)
+    if isinstance(checked, JsonResponse):
+        return checked
+    token = checked
     if token is None:
         # Never echo what was sent: it may be someone's real key.
         return error_response(401, "Incorrect API key provided.", code="invalid_api_key")
