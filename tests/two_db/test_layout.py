@@ -184,6 +184,16 @@ def test_retention_prunes_telemetry() -> None:
     assert rows() == ["new"]
 
 
+def test_the_dashboards_history_and_request_pages_read_telemetry(admin_client: Client) -> None:
+    archive([make_record(request_id="d1")], using="telemetry")
+    history = admin_client.get(f"{PREFIX}/dashboard/history/")
+    assert history.status_code == 200
+    assert b"d1" in history.content
+    detail = admin_client.get(f"{PREFIX}/dashboard/requests/d1")
+    assert detail.status_code == 200
+    assert b"d1" in detail.content
+
+
 def test_the_admin_lists_changes_and_exports_on_telemetry(admin_client: Client) -> None:
     archive([make_record(request_id="a1")], using="telemetry")
     changelist = admin_client.get(reverse("admin:ferrox_stats_finishedrequest_changelist"))

@@ -90,11 +90,38 @@ class ReadFromReplica:
         return "default"
 
 
-def test_e030_when_an_earlier_router_reads_the_app_elsewhere(settings: Any) -> None:
-    settings.DATABASE_ROUTERS = [ReadFromReplica(), ROUTER]
+class WriteToDefault:
+    """A host router that writes everything to "default"."""
+
+    def db_for_write(self, model: Any, **hints: Any) -> str:
+        return "default"
+
+
+def test_e030_when_an_earlier_router_writes_the_app_elsewhere(settings: Any) -> None:
+    settings.DATABASE_ROUTERS = [WriteToDefault(), ROUTER]
     assert ids() == ["ferrox_stats.E030"]
+
+
+def test_w031_an_earlier_router_reads_the_app_elsewhere(settings: Any) -> None:
+    settings.DATABASE_ROUTERS = [ReadFromReplica(), ROUTER]
+    found = check_settings()
+    assert [m.id for m in found] == ["ferrox_stats.W031"]
+    assert "'default'" in found[0].msg
 
 
 def test_w030_an_earlier_router_would_put_the_tables_on_default_too(settings: Any) -> None:
     settings.DATABASE_ROUTERS = [MigrateEverywhere(), ROUTER]
     assert ids() == ["ferrox_stats.W030"]
+
+
+class ReadReplica:
+    """A host's primary/replica router: reads from an alias "replica"."""
+
+    def db_for_read(self, model: Any, **hints: Any) -> str:
+        return "replica"
+
+
+def test_with_the_default_alias_the_hosts_routers_are_left_alone(settings: Any) -> None:
+    settings.DATABASE_ROUTERS = [ReadReplica(), WriteToDefault()]
+    settings.FERROX_STATS = {"ARCHIVE_SINK": None}
+    assert ids() == []
