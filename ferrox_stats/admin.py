@@ -268,7 +268,8 @@ class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[t
     ) -> StreamingHttpResponse:
         # Django hands the action the changelist's queryset narrowed to the selected
         # pks (or all of it on "select all"): one query streams every row's wire dict.
-        rows = FinishedRequest.objects.filter(pk__in=queryset.values("pk"))
+        # On the changelist's own alias (the router's), not the default database.
+        rows = FinishedRequest.objects.using(queryset.db).filter(pk__in=queryset.values("pk"))
         response = StreamingHttpResponse(
             csv_lines(rows.order_by("-finished_at", "-id").entries()),
             content_type="text/csv; charset=utf-8",

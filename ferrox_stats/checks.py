@@ -48,6 +48,63 @@ def _positive_number(value: Any) -> bool:
     )
 
 
+def _routing_problems(alias: str) -> list[CheckMessage]:
+    """Whether Django's routers send the app's models to ``ARCHIVE_DATABASE``.
+
+    The app's own queries name the alias, but the admin, ``migrate`` and Django's
+    internals ask the routers; the two must agree or half the app works on one
+    database and half on the other. With the alias "default" whatever the host's
+    routers do stays as it was (a read replica for the admin, say).
+    """
+    from django.apps import apps
+    from django.db import router
+
+    if alias == "default":
+        return []
+    problems: list[CheckMessage] = []
+    models = list(apps.get_app_config("ferrox_stats").get_models())
+    astray = sorted(
+        m.__name__
+        for m in models
+        if router.db_for_write(m) != alias or not router.allow_migrate_model(alias, m)
+    )
+    if astray:
+        problems.append(
+            Error(
+                f"FERROX_STATS['ARCHIVE_DATABASE'] is {alias!r}, but the database routers "
+                f"do not write or migrate {', '.join(astray)} there.",
+                hint='Add DATABASE_ROUTERS = ["ferrox_stats.routers.TelemetryRouter"] (or '
+                "route the app's models to that alias in your own router); see the "
+                "README's section on the archive's own database.",
+                id="ferrox_stats.E030",
+            )
+        )
+        return problems
+    doubled = sorted(m.__name__ for m in models if router.allow_migrate_model("default", m))
+    if doubled:
+        problems.append(
+            Warning(
+                f"The app's tables ({', '.join(doubled)}) would also be created on the "
+                f"'default' database, although they live on {alias!r}.",
+                hint="A router before TelemetryRouter allows every migration everywhere; "
+                "let it answer None for the ferrox_stats app.",
+                id="ferrox_stats.W030",
+            )
+        )
+    elsewhere = sorted({db for m in models if (db := router.db_for_read(m)) != alias})
+    if elsewhere:
+        problems.append(
+            Warning(
+                f"The admin reads the app's models from {', '.join(map(repr, elsewhere))}, "
+                f"while the app reads and writes {alias!r}.",
+                hint="Right only if that is a replica of the archive's database; otherwise "
+                "let your router answer None for the ferrox_stats app.",
+                id="ferrox_stats.W031",
+            )
+        )
+    return problems
+
+
 def check_settings(**kwargs: Any) -> list[CheckMessage]:
     """Validate ``settings.FERROX_STATS`` against what the recorder can run with."""
     user = getattr(settings, "FERROX_STATS", {})
@@ -175,6 +232,8 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                 id="ferrox_stats.E008",
             )
         )
+    elif isinstance(alias, str):
+        errors.extend(_routing_problems(alias))
 
     try:
         parse(values["PROXY_UPSTREAMS"])

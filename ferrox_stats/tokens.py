@@ -58,8 +58,10 @@ def issue(
         raise ValueError("an ingest token needs the replica its records are attributed to")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     # Its own savepoint: a taken label fails this create, not the caller's transaction.
-    with transaction.atomic():
-        token = ApiToken.objects.create(
+    # Tokens live with the archive (``ARCHIVE_DATABASE``), which may not be "default".
+    alias = conf.ARCHIVE_DATABASE
+    with transaction.atomic(using=alias):
+        token = ApiToken.objects.using(alias).create(
             label=label,
             prefix=secret[: len(SECRET_PREFIX) + 4],
             secret_hash=hash_secret(secret),
@@ -149,7 +151,8 @@ def check(secret: str) -> ApiToken | None:
 
 def _lookup(digest: str) -> ApiToken | None:
     # order_by(): the model's default ordering would add a sort to a one-row lookup.
-    token = ApiToken.objects.active().filter(secret_hash=digest).order_by().first()
+    tokens = ApiToken.objects.using(conf.ARCHIVE_DATABASE)
+    token = tokens.active().filter(secret_hash=digest).order_by().first()
     # The lookup is by an index on the digest; compare again in constant time anyway.
     if token is None or not hmac.compare_digest(token.secret_hash, digest):
         return None
@@ -173,7 +176,9 @@ def _ask(digest: str, moment: float) -> ApiToken | None:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         try:
-            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            ApiToken.objects.using(conf.ARCHIVE_DATABASE).filter(pk=token.pk).update(
+                last_used_at=now
+            )
         except UNREACHABLE as exc:
             # The token was found: the database went away since; only the mark is lost.
             outage.failed(moment, exc)
@@ -267,5 +272,6 @@ def revoke(token: ApiToken) -> None:
     """Revoke now; this process stops accepting it at once, others within TOKEN_CACHE_S."""
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
+        # Saved where it was read from (the router's alias for one made by hand).
         token.save(update_fields=["revoked_at"])
     recent.forget(token.secret_hash)

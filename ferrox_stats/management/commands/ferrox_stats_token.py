@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import IntegrityError
 
+from ...conf import conf
 from ...models import ApiToken
 from ...tokens import issue, revoke
 
@@ -62,14 +63,14 @@ class Command(BaseCommand):
         self.stdout.write(secret)
 
     def _list(self) -> None:
-        for token in ApiToken.objects.order_by("label"):
+        for token in ApiToken.objects.using(conf.ARCHIVE_DATABASE).order_by("label"):
             scopes = "+".join(_scopes(token))
             state = "revoked" if token.revoked_at else "active"
             replica = f" replica={token.replica}" if token.replica else ""
             self.stdout.write(f"{token.label}\t{token.prefix}…\t{scopes}\t{state}{replica}")
 
     def _revoke(self, label: str) -> None:
-        token = ApiToken.objects.filter(label=label).first()
+        token = ApiToken.objects.using(conf.ARCHIVE_DATABASE).filter(label=label).first()
         if token is None:
             raise CommandError(f"No token is labelled {label!r}.")
         revoke(token)
