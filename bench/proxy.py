@@ -3,7 +3,7 @@
 Two servers on free ports of 127.0.0.1, each a uvicorn subprocess (asyncio and h11, or
 uvloop and httptools when they are importable):
 
-- the simulated engine, ``python -m ferrox_stats.loadgen.engine`` (no time to first
+- the simulated engine, ``python -m loadgen.engine`` (no time to first
   token, no decoding time unless a request's ``"sim"`` field asks for them);
 - a control plane serving ``ferrox_stats.proxy`` under ASGI with ``bench/proxy_settings.py``:
   ``DEBUG`` off, the demo project's middleware (minus its demo traffic), a SQLite file
@@ -173,7 +173,7 @@ def servers(tmp: Path, stack: str) -> Iterator[tuple[Server, Server, str]]:
     secret = secret.strip().splitlines()[-1]
     started: list[Server] = []
     try:
-        engine_argv = [sys.executable, "-m", "ferrox_stats.loadgen.engine", "--host", "127.0.0.1"]
+        engine_argv = [sys.executable, "-m", "loadgen.engine", "--host", "127.0.0.1"]
         started.append(
             start("engine", [*engine_argv, "--port", str(engine_port)], engine_port, env, tmp)
         )

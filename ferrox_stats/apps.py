@@ -12,6 +12,7 @@ class FerroxStatsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from .checks import check_settings
+        from .checks import check_extras, check_settings
 
         checks.register(check_settings, "ferrox_stats")
+        checks.register(check_extras, "ferrox_stats")

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -30,7 +31,6 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
 
 from . import live
-from .proxy.clients import aclose_clients
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]
@@ -71,7 +71,10 @@ async def shut_down() -> None:
     close = getattr(live.get_recorder().sink, "close", None)
     if callable(close):
         await asyncio.to_thread(close)
-    await aclose_clients()
+    # Clients exist only if the pass-through ran (it needs httpx, the [proxy] extra).
+    clients = sys.modules.get("ferrox_stats.proxy.clients")
+    if clients is not None:
+        await clients.aclose_clients()
 
 
 def wrap(

@@ -6,12 +6,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
+from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
 from .auth_failures import parse_rate
 from .conf import DEFAULTS
+from .extras import DOCS, PROXY, installed
 from .proxy.upstreams import UpstreamConfigError, parse
 
 # Keys that must be positive integers (E002) and positive seconds (E004).
@@ -269,3 +272,49 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                 )
             )
     return errors
+
+
+def check_extras(**kwargs: Any) -> list[CheckMessage]:
+    """A feature that is configured or mounted has its extra installed (E070), and an
+    installed Swagger UI is served (W070)."""
+    errors: list[CheckMessage] = []
+    user = getattr(settings, "FERROX_STATS", {})
+    upstreams = user.get("PROXY_UPSTREAMS") if isinstance(user, Mapping) else None
+    if not installed(PROXY) and (upstreams or _mounted("ferrox_stats.proxy.urls")):
+        errors.append(
+            Error(
+                "The pass-through is configured or mounted, but httpx is not installed: "
+                "every pass-through route answers 503.",
+                hint="pip install 'ferrox-stats[proxy]'",
+                id="ferrox_stats.E070",
+            )
+        )
+    if installed(DOCS) and not apps.is_installed(DOCS):
+        errors.append(
+            Warning(
+                "drf-spectacular-sidecar is installed but not in INSTALLED_APPS: the API's "
+                "Swagger UI (v1/docs) answers 404.",
+                hint=f"Add {DOCS!r} to INSTALLED_APPS, or uninstall drf-spectacular-sidecar.",
+                id="ferrox_stats.W070",
+            )
+        )
+    return errors
+
+
+def _mounted(urlconf: str) -> bool:
+    """Whether the project's URLconf includes the module ``urlconf``, at any depth."""
+    try:
+        patterns = get_resolver().url_patterns
+    except Exception:  # a URLconf that does not load is Django's own check to report
+        return False
+    return _includes(patterns, urlconf)
+
+
+def _includes(patterns: Any, urlconf: str) -> bool:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver) and (
+            getattr(pattern.urlconf_module, "__name__", None) == urlconf
+            or _includes(pattern.url_patterns, urlconf)
+        ):
+            return True
+    return False

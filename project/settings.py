@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "ferrox_stats",
+    "loadgen",  # manage.py ferrox_stats_loadgen (the repository's, not in the wheel)
 ]
 
 MIDDLEWARE = [
@@ -107,7 +108,7 @@ LOGOUT_REDIRECT_URL = "home"
 FERROX_STATS = {
     "REPLICA": os.environ.get("FERROX_STATS_REPLICA") or "demo-control-plane",
     # The pass-through (/v1/...) forwards every model to one engine: in the demo, the
-    # simulated one that scripts/demo.sh starts (python -m ferrox_stats.loadgen.engine).
+    # simulated one that scripts/demo.sh starts (python -m loadgen.engine).
     "PROXY_UPSTREAMS": {
         "demo-engine": {
             "BASE_URL": os.environ.get("FERROX_DEMO_ENGINE_URL", "http://127.0.0.1:8001/v1"),

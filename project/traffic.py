@@ -22,7 +22,7 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.utils.decorators import sync_and_async_middleware
 
-from ferrox_stats.loadgen import LoadGenerator
+from loadgen import LoadGenerator
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 # Run the demo control plane on its embedded default, SQLite, with live traffic from
 # three feeders, and stop everything it started when it ends (Ctrl-C, or after
 # DEMO_DURATION seconds):
-#   - a simulated OpenAI-compatible engine (python -m ferrox_stats.loadgen.engine), on
+#   - a simulated OpenAI-compatible engine (python -m loadgen.engine), on
 #     the port after the server's, the upstream of the server's pass-through;
 #   - the server (uvicorn, ASGI: the pass-through needs it) plays in-process traffic from
 #     its first request on: the tracker records into the process that serves the dashboard;
@@ -105,7 +105,7 @@ PY
     fi
 }
 
-background "$PY" -m ferrox_stats.loadgen.engine --host 127.0.0.1 --port "$ENGINE_PORT" \
+background "$PY" -m loadgen.engine --host 127.0.0.1 --port "$ENGINE_PORT" \
     --ttft-ms 150 --tokens-per-s 40 --models "$MODELS" >"$LOGS/engine.log" 2>&1
 ENGINE_PID=$BG_PID
 ready "http://127.0.0.1:$ENGINE_PORT/v1/models" "$ENGINE_PID" engine "$LOGS/engine.log"

@@ -25,9 +25,9 @@ setup_venv() {  # setup_venv DIR PYTHON DJANGO_SPEC EXTRAS
 
 lint() {  # lint VENV: the house style, checked before any test runs
     echo "== lint: ruff and mypy (strict)"
-    "$1/bin/ruff" check ferrox_stats tests project bench
-    "$1/bin/ruff" format --check ferrox_stats tests project bench
-    "$1/bin/mypy" ferrox_stats
+    "$1/bin/ruff" check ferrox_stats loadgen tests project bench
+    "$1/bin/ruff" format --check ferrox_stats loadgen tests project bench
+    "$1/bin/mypy" ferrox_stats loadgen
 }
 
 postgres_answers() {  # postgres_answers PYTHON

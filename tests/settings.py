@@ -22,6 +22,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "ferrox_stats",
+    "loadgen",  # manage.py ferrox_stats_loadgen: a development tool of the repository
 ]
 
 MIDDLEWARE = [

@@ -1,9 +1,11 @@
-"""Writing one batch (``ferrox_stats.archive.batch``), on SQLite and PostgreSQL."""
+"""Writing one batch (``ferrox_stats.archive.batch``), on SQLite and PostgreSQL, where
+each test runs twice: COPY under psycopg 3, and the bulk insert a psycopg2 host gets."""
 
 from __future__ import annotations
 
 import pytest
 
+from ferrox_stats.archive import batch
 from ferrox_stats.archive.batch import write_batch
 from ferrox_stats.archive.rows import Pending
 from ferrox_stats.core.requests import Record, entry
@@ -11,6 +13,25 @@ from ferrox_stats.models import DeadLetter, FinishedRequest
 from tests.factories import archive, make_record
 
 pytestmark = pytest.mark.django_db
+COPIES = batch.copies  # as the module has it, before a test replaces it
+
+
+@pytest.fixture(autouse=True, params=["psycopg3", "psycopg2"])
+def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "psycopg2":
+        # psycopg2 has no cursor.copy(): the batch must never reach the COPY path.
+        monkeypatch.setattr(batch, "copies", lambda: False)
+
+        def no_copy(*args: object) -> list[bool]:
+            raise AssertionError("COPY under psycopg2")
+
+        monkeypatch.setattr(batch, "_copy_insert", no_copy)
+    return str(request.param)
+
+
+def test_this_environment_copies_under_psycopg_3() -> None:
+    pytest.importorskip("psycopg")
+    assert COPIES()
 
 
 def archived_entries() -> list[dict[str, object]]:

@@ -293,7 +293,7 @@ def test_pass_through_calls_are_archived_when_uvicorn_is_stopped(
         started.append(process)
         return process
 
-    engine = start("engine", "-m", "ferrox_stats.loadgen.engine", "--port", str(engine_port))
+    engine = start("engine", "-m", "loadgen.engine", "--port", str(engine_port))
     assert answers(f"http://127.0.0.1:{engine_port}/v1/models", engine)
     server = start(
         "server", "-m", "uvicorn", "project.asgi:application",

@@ -1,4 +1,4 @@
-"""The load generator (``ferrox_stats.loadgen``) and ``manage.py ferrox_stats_loadgen``."""
+"""The load generator (``loadgen``, in the repository) and ``manage.py ferrox_stats_loadgen``."""
 
 from __future__ import annotations
 
@@ -18,12 +18,15 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from ferrox_stats import live, loadgen, tokens
+import loadgen
+from ferrox_stats import live, tokens
 from ferrox_stats.core.requests import Record
 from ferrox_stats.ingest import validate_item
-from ferrox_stats.loadgen import ABORTED, ERROR, MODELS, OK, REFUSED, plan_request
-from ferrox_stats.loadgen.engine import SeenRequest, SimulatedEngine
-from ferrox_stats.loadgen.openai_client import (
+from ferrox_stats.models import ApiToken, FinishedRequest
+from ferrox_stats.proxy.clients import aclose_clients
+from loadgen import ABORTED, ERROR, MODELS, OK, REFUSED, plan_request
+from loadgen.engine import SeenRequest, SimulatedEngine
+from loadgen.openai_client import (
     CAP,
     EMBEDDINGS,
     FAIL_STATUS,
@@ -31,8 +34,6 @@ from ferrox_stats.loadgen.openai_client import (
     OpenAIClient,
     plan_call,
 )
-from ferrox_stats.models import ApiToken, FinishedRequest
-from ferrox_stats.proxy.clients import aclose_clients
 from tests.asgi_server import serve, wait_for
 from tests.proxy.conftest import LoopCapture
 

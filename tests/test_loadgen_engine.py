@@ -1,4 +1,4 @@
-"""The simulated engine (``ferrox_stats.loadgen.engine``), in process and behind uvicorn."""
+"""The simulated engine (``loadgen.engine``), in process and behind uvicorn."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import openai
 import pytest
 import uvicorn
 
-from ferrox_stats.loadgen.engine import SimulatedDrop, SimulatedEngine, main
+from loadgen.engine import SimulatedDrop, SimulatedEngine, main
 from tests.asgi_server import serve, wait_for
 
 WALL = 1_767_225_600.75

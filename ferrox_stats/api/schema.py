@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
+from django.http import HttpResponseBase, HttpResponseNotFound
 from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
@@ -11,6 +13,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from ..extras import DOCS
 from .views import FerroxView, documented
 
 SCHEMA_SETTINGS = {
@@ -24,6 +27,11 @@ SCHEMA_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["ferrox_stats.api.schema.only_this_app"],
 }
+
+DOCS_MISSING = (
+    "The API's Swagger UI needs drf-spectacular-sidecar: pip install 'ferrox-stats[docs]' "
+    f"and add {DOCS!r} to INSTALLED_APPS. The OpenAPI schema itself is at v1/schema.\n"
+)
 
 
 def only_this_app(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple[Any, ...]]:
@@ -73,7 +81,11 @@ class SwaggerView(FerroxView, SpectacularSwaggerView):
     title = "ferrox_stats API"
 
     @documented(exclude=True)  # as SchemaView.get
-    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        # Without the sidecar's files the page would load no UI (or fail to find them
+        # under manifest storage): say what is missing instead.
+        if not apps.is_installed(DOCS):
+            return HttpResponseNotFound(DOCS_MISSING, content_type="text/plain; charset=utf-8")
         response: Response = super().get(request, *args, **kwargs)
         return response
 

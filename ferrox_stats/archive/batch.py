@@ -1,12 +1,13 @@
 """How one batch of pending records is written, and what became of each.
 
-On PostgreSQL the batch is COPYed straight into the archive; if some of its rows
-are there already (a replay, a retry after a lost acknowledgement), it is COPYed into
-a staging table instead and moved with ``INSERT … ON CONFLICT DO NOTHING``.
-Elsewhere it is a bulk insert of the rows not already archived. Both run in one
-transaction. A data error sends the batch row by row, each in a savepoint, so one bad
-row is dead-lettered with its reason and the rest still commit. Connection-level
-errors propagate: the caller keeps the batch and retries it.
+On PostgreSQL under psycopg 3 the batch is COPYed straight into the archive; if some
+of its rows are there already (a replay, a retry after a lost acknowledgement), it is
+COPYed into a staging table instead and moved with ``INSERT … ON CONFLICT DO NOTHING``.
+Elsewhere (SQLite, or PostgreSQL under psycopg2, whose COPY API differs) it is a bulk
+insert of the rows not already archived. Both run in one transaction. A data error
+sends the batch row by row, each in a savepoint, so one bad row is dead-lettered with
+its reason and the rest still commit. Connection-level errors propagate: the caller
+keeps the batch and retries it.
 """
 
 from __future__ import annotations
@@ -107,9 +108,19 @@ def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult
 
 def _insert(items: Sequence[Pending], using: str) -> list[bool]:
     """Insert the rows not archived yet; return, per item, whether it was inserted."""
-    if connections[using].vendor == "postgresql":
+    if connections[using].vendor == "postgresql" and copies():
         return _copy_insert(items, using)
     return _bulk_insert(items, using)
+
+
+def copies() -> bool:
+    """Whether Django's PostgreSQL backend runs on psycopg 3 here, whose COPY we use."""
+    # django-stubs leaves this module out.
+    from django.db.backends.postgresql.psycopg_any import (  # type: ignore[import-untyped]
+        is_psycopg3,
+    )
+
+    return bool(is_psycopg3)
 
 
 def _insert_one_by_one(

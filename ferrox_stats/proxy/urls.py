@@ -4,9 +4,15 @@ and clients use ``base_url="https://control-plane.example/v1"``."""
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from django.urls import path
 
-from . import views
+from ..extras import PROXY, installed
+
+# Without httpx the routes answer 503 naming the extra (and check says E070), so the
+# host's URLconf still loads.
+views = import_module(f"{__package__}.{'views' if installed(PROXY) else 'unavailable'}")
 
 app_name = "ferrox_stats_proxy"
 

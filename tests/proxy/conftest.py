@@ -15,8 +15,8 @@ from django.core.asgi import get_asgi_application
 from ferrox_stats import live, tokens
 from ferrox_stats.asgi import wrap
 from ferrox_stats.core.requests import Record, entry
-from ferrox_stats.loadgen.engine import SimulatedEngine
 from ferrox_stats.proxy.clients import aclose_clients
+from loadgen.engine import SimulatedEngine
 from tests.asgi_server import serve, wait_for
 from tests.conftest import FakeClock
 

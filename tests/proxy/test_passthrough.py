@@ -13,8 +13,8 @@ import pytest
 
 from ferrox_stats import live, tokens
 from ferrox_stats.archive.writer import ArchiveWriter
-from ferrox_stats.loadgen.engine import SimulatedEngine
 from ferrox_stats.models import FinishedRequest
+from loadgen.engine import SimulatedEngine
 from tests.api.conftest import PREFIX, TokenClient
 from tests.asgi_server import serve
 from tests.proxy.conftest import UPSTREAM_KEY, Plane, no_pause, set_proxy, upstreams

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from .. import live
+from ferrox_stats import live
+
 from .plan import (
     ABORTED,
     ENGINE_ERRORS,

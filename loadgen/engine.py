@@ -32,7 +32,7 @@ A ``k`` past the last token takes effect just before the finish chunk.
 Tests read what the engine saw and did from ``requests``, ``completed``, ``disconnected``
 and ``active``. From a shell, on this machine only::
 
-    python -m ferrox_stats.loadgen.engine --port 8001 --ttft-ms 150 --tokens-per-s 40
+    python -m loadgen.engine --port 8001 --ttft-ms 150 --tokens-per-s 40
 
 ``engine_requests`` reads what a request asks, ``engine_bodies`` writes the answers and
 ``engine_asgi`` carries them.
@@ -272,7 +272,7 @@ def _authorized(headers: dict[str, str], api_key: str) -> bool:
 def main(argv: Sequence[str] | None = None) -> None:
     """Serve a simulated engine on this machine until SIGTERM or Ctrl-C."""
     parser = argparse.ArgumentParser(
-        prog="python -m ferrox_stats.loadgen.engine",
+        prog="python -m loadgen.engine",
         description="A simulated OpenAI-compatible engine, for tests and demos only.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1, localhost or ::1")

@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from .. import live
+from ferrox_stats import live
+
 from .ingest_client import IngestClient, Sender, ingest_record
 from .inprocess import InProcessFeeder
 from .openai_client import Call, CallResult, OpenAIClient, PassThroughRefused, plan_call

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...loadgen import IngestClient, LoadGenerator, Report, check_local_url
-from ...loadgen.openai_client import OpenAIClient, PassThroughRefused
-from ...models import ApiToken
-from ...tokens import issue, revoke
+from ferrox_stats.models import ApiToken
+from ferrox_stats.tokens import issue, revoke
+from loadgen import IngestClient, LoadGenerator, Report, check_local_url
+from loadgen.openai_client import OpenAIClient, PassThroughRefused
 
 DEFAULT_DURATION_S = 60.0
 
@@ -87,7 +87,7 @@ class Command(BaseCommand):
             "--openai-url",
             metavar="URL",
             help="An OpenAI base URL (ending /v1) on 127.0.0.1 or localhost: the pass-through, "
-            "in front of the simulated engine (python -m ferrox_stats.loadgen.engine).",
+            "in front of the simulated engine (python -m loadgen.engine).",
         )
         parser.add_argument(
             "--openai-token",

@@ -19,7 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ..core.serving import CLIENT_DISCONNECT
+from ferrox_stats.core.serving import CLIENT_DISCONNECT
+
 from .plan import ABORTED, REFUSED, RequestPlan
 from .pool import Pool
 from .report import Report
