@@ -28,9 +28,9 @@ from django.test import Client
 
 from ferrox_stats import live, tokens
 from ferrox_stats.archive.writer import ArchiveWriter
-from ferrox_stats.loadgen.engine import SimulatedEngine
 from ferrox_stats.models import FinishedRequest
 from ferrox_stats.proxy.clients import aclose_clients
+from loadgen.engine import SimulatedEngine
 from tests.asgi_server import serve, wait_for
 from tests.faults import PASS, REFUSE, STALL, FaultProxy, fault_proxy, route_through
 from tests.proxy.conftest import UPSTREAM_KEY, LoopCapture, no_pause, upstreams
