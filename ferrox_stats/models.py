@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist
 from django.db import models
 from django.db.models import Q
 
@@ -114,6 +118,9 @@ class FinishedRequest(models.Model):
         verbose_name = "finished request"
         verbose_name_plural = "finished requests"
         ordering = ("-finished_at", "-id")
+        # The live views' permission (``access.DASHBOARD``); the archive's is the
+        # model's built-in ``view_finishedrequest``.
+        permissions = [("view_dashboard", "Can view the live telemetry dashboard")]
         constraints = [
             # A replayed record is never stored twice; keys are namespaced by what the
             # server knows (the token's replica, or its own processes), never only by
@@ -188,8 +195,25 @@ class DeadLetter(models.Model):
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
-    def active(self) -> ApiTokenQuerySet:
-        return self.filter(revoked_at__isnull=True)
+    def active(self, now: datetime) -> ApiTokenQuerySet:
+        """Tokens that work at ``now``: not revoked, not expired, and either ownerless
+        (issued before tokens had owners) or owned by an active user."""
+        usable = self.filter(revoked_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+        )
+        if _user_is_active_field():
+            usable = usable.filter(Q(owner__isnull=True) | Q(owner__is_active=True))
+        return usable
+
+
+def _user_is_active_field() -> bool:
+    """Whether the user model stores ``is_active`` (a custom one may not: then every
+    user is active, as Django's own backends assume)."""
+    try:
+        field = get_user_model()._meta.get_field("is_active")
+    except FieldDoesNotExist:
+        return False
+    return bool(field.concrete)
 
 
 class ApiToken(models.Model):
@@ -219,8 +243,21 @@ class ApiToken(models.Model):
         default="",
         help_text="The replica that records ingested with this token are attributed to.",
     )
+    # Who the token acts for: it stops working when they are deactivated, and goes
+    # with them when they are deleted. NULL only on tokens issued before migration 0008.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="ferrox_stats_tokens",
+        help_text="The user the token acts for; set to whoever issues it in the admin.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Refused from this moment on; empty: never expires."
+    )
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     objects: ClassVar[ApiTokenQuerySet] = ApiTokenQuerySet.as_manager()  # type: ignore[assignment]
@@ -239,6 +276,7 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.label} ({self.prefix}…)"
 
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
+    def works_at(self, now: datetime) -> bool:
+        """Neither revoked nor expired at ``now`` (what ``active`` filters on, less the
+        owner, whose state is the database's)."""
+        return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)

@@ -7,7 +7,8 @@ import hmac
 import secrets
 import threading
 from collections import OrderedDict
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -33,8 +34,14 @@ def issue(
     ingest: bool = False,
     infer: bool = False,
     replica: str = "",
+    owner: Any = None,
+    expires_at: datetime | None = None,
 ) -> tuple[ApiToken, str]:
-    """Create a token and return it with its secret, which is not stored and not shown again."""
+    """Create a token and return it with its secret, which is not stored and not shown again.
+
+    ``owner`` is the user it acts for (it stops working when they are inactive);
+    ``expires_at``, when given, is the moment it stops working.
+    """
     if ingest and not replica:
         raise ValueError("an ingest token needs the replica its records are attributed to")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
@@ -48,6 +55,8 @@ def issue(
             can_ingest=ingest,
             can_infer=infer,
             replica=replica,
+            owner=owner,
+            expires_at=expires_at,
         )
     return token, secret
 
@@ -96,20 +105,30 @@ def recently_checked(secret: str) -> ApiToken | None:
     ttl = conf.TOKEN_CACHE_S
     if ttl <= 0 or not secret.startswith(SECRET_PREFIX):
         return None
-    return recent.get(hash_secret(secret), live.get_recorder().clock.monotonic(), ttl)
+    clock = live.get_recorder().clock
+    token = recent.get(hash_secret(secret), clock.monotonic(), ttl)
+    # An expired token is refused the moment it expires, whatever the cache holds.
+    return token if token is not None and token.works_at(_wall(clock)) else None
+
+
+def _wall(clock: live.Clock) -> datetime:
+    """The recorder's wall clock as an aware datetime (tests move it; see ``live.reset``)."""
+    return datetime.fromtimestamp(clock.wall_ms() / 1000, tz=UTC)
 
 
 def check(secret: str) -> ApiToken | None:
-    """The active token this secret belongs to, or ``None``."""
+    """The active token this secret belongs to, or ``None``: refused when revoked,
+    expired, or owned by an inactive user."""
     if not secret.startswith(SECRET_PREFIX):
         return None
     digest = hash_secret(secret)
     ttl = conf.TOKEN_CACHE_S
-    moment = live.get_recorder().clock.monotonic()
+    clock = live.get_recorder().clock
+    moment, wall = clock.monotonic(), _wall(clock)
     if ttl > 0 and (cached := recent.get(digest, moment, ttl)) is not None:
-        return cached
+        return cached if cached.works_at(wall) else None
     # order_by(): the model's default ordering would add a sort to a one-row lookup.
-    token = ApiToken.objects.active().filter(secret_hash=digest).order_by().first()
+    token = ApiToken.objects.active(wall).filter(secret_hash=digest).order_by().first()
     # The lookup is by an index on the digest; compare again in constant time anyway.
     if token is None or not hmac.compare_digest(token.secret_hash, digest):
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -46,3 +47,17 @@ def _fresh_auth_failures() -> Iterator[None]:
     auth_failures.ledger.clear()
     yield
     auth_failures.ledger.clear()
+
+
+def grant(user: Any, *permissions: str, group: str = "telemetry") -> Any:
+    """Give ``user`` ``permissions`` ("app_label.codename") through a group, as a host would."""
+    from django.contrib.auth.models import Group, Permission
+
+    team, _ = Group.objects.get_or_create(name=group)
+    for permission in permissions:
+        app_label, codename = permission.split(".")
+        team.permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    user.groups.add(team)
+    return user
