@@ -89,7 +89,7 @@ class Command(BaseCommand):
         about = "".join(
             [
                 f", owned by {owner.get_username()}" if owner is not None else "",
-                f", expires {expires_at.isoformat()}" if expires_at is not None else "",
+                f", expires {_moment(expires_at)}" if expires_at is not None else "",
             ]
         )
         self.stdout.write(f"Token {label!r} ({scopes}){about}. Its secret, shown only now:")
@@ -109,7 +109,7 @@ class Command(BaseCommand):
                 [
                     f" replica={token.replica}" if token.replica else "",
                     f" owner={token.owner.get_username()}" if token.owner is not None else "",
-                    f" expires={token.expires_at.isoformat()}" if token.expires_at else "",
+                    f" expires={_moment(token.expires_at)}" if token.expires_at else "",
                 ]
             )
             self.stdout.write(f"{token.label}\t{token.prefix}…\t{scopes}\t{state}{extra}")
@@ -125,6 +125,11 @@ class Command(BaseCommand):
 def _scopes(token: ApiToken) -> list[str]:
     scopes = (("read", token.can_read), ("ingest", token.can_ingest), ("infer", token.can_infer))
     return [name for name, on in scopes if on]
+
+
+def _moment(moment: datetime) -> str:
+    """In the current time zone (TIME_ZONE), to the second."""
+    return timezone.localtime(moment).isoformat(timespec="seconds")
 
 
 def _user(username: str | None) -> Any:
