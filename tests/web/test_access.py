@@ -169,3 +169,14 @@ def test_api_and_web_never_import_each_other(package: str, other: str) -> None:
         if name in (f"..{other}", f"ferrox_stats.{other}")
         or name.startswith((f"..{other}.", f"ferrox_stats.{other}."))
     }
+
+
+def test_the_readmes_upgrade_recipe_lets_the_staff_back_in(
+    client: Client, django_user_model: Any
+) -> None:
+    readme = (ROOT / "README.md").read_text()
+    recipe = readme.split("**Upgrading**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    client.force_login(django_user_model.objects.create_user("old-hand", is_staff=True))
+    assert [client.get(url).status_code for url in PAGES] == [403, 403, 403]
+    exec(recipe, {})  # the README's own words, run as a host would paste them
+    assert [client.get(url).status_code for url in PAGES] == [200, 200, 200]
