@@ -7,9 +7,10 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from .archive.queries import FinishedRequestQuerySet
 
@@ -275,6 +276,12 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.label} ({self.prefix}…)"
+
+    def clean(self) -> None:
+        # A token issued already expired could never be used: say so on the form.
+        expires = self.expires_at
+        if self._state.adding and expires is not None and expires <= timezone.now():
+            raise ValidationError({"expires_at": "This moment is already past."})
 
     def works_at(self, now: datetime) -> bool:
         """Neither revoked nor expired at ``now`` (what ``active`` filters on, less the

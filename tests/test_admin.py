@@ -404,6 +404,20 @@ def test_a_token_issued_in_the_admin_can_expire(admin_client: Client) -> None:
     assert "It expires at" in response.content.decode()
 
 
+def test_a_token_cannot_be_issued_already_expired(admin_client: Client) -> None:
+    from ferrox_stats.models import ApiToken
+
+    response = admin_client.post(
+        "/admin/ferrox_stats/apitoken/add/",
+        {"label": "late", "can_read": "on", "expires_at_0": "2020-01-01", "expires_at_1": "0:00"},
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "expires_at": ["This moment is already past."]
+    }
+    assert ApiToken.objects.count() == 0
+
+
 def test_an_ingest_token_needs_a_replica_in_the_admin(admin_client: Client) -> None:
     from ferrox_stats.models import ApiToken
 
