@@ -196,11 +196,12 @@ class DeadLetter(models.Model):
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
-    def active(self, now: datetime) -> ApiTokenQuerySet:
-        """Tokens that work at ``now``: not revoked, not expired, and either ownerless
-        (issued before tokens had owners) or owned by an active user."""
+    def active(self, now: datetime | None = None) -> ApiTokenQuerySet:
+        """Tokens that work at ``now`` (default: the present): not revoked, not expired,
+        and either ownerless (issued before tokens had owners) or owned by an active user."""
+        moment = timezone.now() if now is None else now
         usable = self.filter(revoked_at__isnull=True).filter(
-            Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+            Q(expires_at__isnull=True) | Q(expires_at__gt=moment)
         )
         if _user_is_active_field():
             usable = usable.filter(Q(owner__isnull=True) | Q(owner__is_active=True))
