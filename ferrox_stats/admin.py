@@ -15,8 +15,10 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import Max, Min, QuerySet
-from django.http import HttpRequest, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 from django.utils.formats import date_format
 from django.utils.functional import cached_property
 from django.utils.html import format_html
@@ -32,6 +34,8 @@ from .models import ApiToken, DeadLetter, FinishedRequest
 
 # What a value nothing measured reads as (None is "not measured", never 0).
 EMPTY = "—"
+# Where ApiTokenAdmin keeps a new secret between save_model and response_add.
+_SECRET = "_ferrox_stats_issued_secret"
 
 
 class RecentValuesFilter(admin.AllValuesFieldListFilter):
@@ -297,17 +301,20 @@ class DeadLetterAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[type-a
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Tokens are issued here (the secret is shown once) and revoked; never edited."""
+    """Tokens are issued here (the secret is shown once, on the page that answers the
+    form, never in a message) and revoked; never edited. The issuing user owns them."""
 
     list_display = (
         "label",
         "prefix",
+        "owned_by",
         "can_read",
         "can_ingest",
         "can_infer",
         "replica",
         "created_at",
         "last_used_at",
+        "expires_at",
         "revoked_at",
     )
     list_filter = ("can_read", "can_ingest", "can_infer")
@@ -318,22 +325,30 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "can_ingest",
         "can_infer",
         "replica",
+        "expires_at",
+        "owned_by",
         "prefix",
         "created_at",
         "last_used_at",
         "revoked_at",
     )
-    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("owned_by", "prefix", "created_at", "last_used_at", "revoked_at")
     actions = ("revoke_selected",)
+    issued_template = "admin/ferrox_stats/apitoken/issued.html"
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
-        # Scopes and replica are fixed once issued: a new purpose gets a new token.
+        # Scopes, replica and expiry are fixed once issued: a new purpose gets a new token.
         if obj is not None:
             return (
                 *self.readonly_fields,
-                *("label", "can_read", "can_ingest", "can_infer", "replica"),
+                *("label", "can_read", "can_ingest", "can_infer", "replica", "expires_at"),
             )
         return self.readonly_fields
+
+    @admin.display(description="owner")
+    def owned_by(self, obj: ApiToken) -> str:
+        # Looked up, never joined: the users may live on another database (``routers``).
+        return tokens.owner_name(obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # revoke instead: the label stays to explain what used it
@@ -348,15 +363,38 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 ingest=obj.can_ingest,
                 infer=obj.can_infer,
                 replica=obj.replica,
+                owner=request.user,
+                expires_at=obj.expires_at,
             )
         except ValueError as exc:
             messages.error(request, str(exc))
             return
-        obj.pk = token.pk
-        messages.warning(
+        obj.pk, obj.owner, obj.prefix = token.pk, token.owner, token.prefix
+        # Handed to response_add through the request, which lives only as long as this
+        # response: a message would keep it in the (unencrypted) cookie or session.
+        setattr(request, _SECRET, secret)
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        """The page that shows the new token's secret, once; nothing else ever does."""
+        secret = getattr(request, _SECRET, None)
+        if secret is None:  # not issued (the error is in the messages)
+            return super().response_add(request, obj, post_url_continue)
+        response = TemplateResponse(
             request,
-            f"The secret of {token.label!r} is shown only now; copy it: {secret}",
+            self.issued_template,
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": f"API token {obj.label!r} issued",
+                "token": obj,
+                "secret": secret,
+            },
         )
+        # Never kept by a browser or proxy cache: reloading the page must not show it.
+        add_never_cache_headers(response)
+        return response
 
     @admin.action(description="Revoke selected tokens")
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:

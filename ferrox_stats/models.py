@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from .archive.queries import FinishedRequestQuerySet
 
@@ -114,6 +119,9 @@ class FinishedRequest(models.Model):
         verbose_name = "finished request"
         verbose_name_plural = "finished requests"
         ordering = ("-finished_at", "-id")
+        # The live views' permission (``access.DASHBOARD``); the archive's is the
+        # model's built-in ``view_finishedrequest``.
+        permissions = [("view_dashboard", "Can view the live telemetry dashboard")]
         constraints = [
             # A replayed record is never stored twice; keys are namespaced by what the
             # server knows (the token's replica, or its own processes), never only by
@@ -188,8 +196,23 @@ class DeadLetter(models.Model):
 
 
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
-    def active(self) -> ApiTokenQuerySet:
-        return self.filter(revoked_at__isnull=True)
+    def active(self, now: datetime | None = None) -> ApiTokenQuerySet:
+        """Tokens neither revoked nor expired at ``now`` (default: the present). Whether
+        the owner is active is asked of the users' database (``tokens.check``)."""
+        moment = timezone.now() if now is None else now
+        return self.filter(revoked_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=moment)
+        )
+
+
+def user_is_active_field() -> bool:
+    """Whether the user model stores ``is_active`` (a custom one may not: then every
+    user is active, as Django's own backends assume)."""
+    try:
+        field = get_user_model()._meta.get_field("is_active")
+    except FieldDoesNotExist:
+        return False
+    return bool(field.concrete)
 
 
 class ApiToken(models.Model):
@@ -219,8 +242,25 @@ class ApiToken(models.Model):
         default="",
         help_text="The replica that records ingested with this token are attributed to.",
     )
+    # Who the token acts for: it stops working when they are deactivated, and goes
+    # with them when they are deleted. NULL only on tokens issued before migration 0008.
+    # No database constraint and no cascade: the archive may live on another database
+    # than the users (``routers``), and deleting a user must never query this table
+    # there. A token whose owner is gone is refused (``tokens.check``).
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The user the token acts for; set to whoever issues it in the admin.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Refused from this moment on; empty: never expires."
+    )
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     objects: ClassVar[ApiTokenQuerySet] = ApiTokenQuerySet.as_manager()  # type: ignore[assignment]
@@ -239,6 +279,13 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.label} ({self.prefix}…)"
 
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
+    def clean(self) -> None:
+        # A token issued already expired could never be used: say so on the form.
+        expires = self.expires_at
+        if self._state.adding and expires is not None and expires <= timezone.now():
+            raise ValidationError({"expires_at": "This moment is already past."})
+
+    def works_at(self, now: datetime) -> bool:
+        """Neither revoked nor expired at ``now`` (what ``active`` filters on, less the
+        owner, whose state is the database's)."""
+        return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)

@@ -11,8 +11,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import (
     InterfaceError,
     OperationalError,
@@ -25,7 +27,7 @@ from django.utils import timezone
 from . import live
 from .breaker import Breaker, Unavailable
 from .conf import conf
-from .models import ApiToken
+from .models import ApiToken, user_is_active_field
 
 # Secrets look like "fxs_<43 url-safe chars>"; the prefix makes a leaked one recognisable.
 SECRET_PREFIX = "fxs_"
@@ -52,8 +54,14 @@ def issue(
     ingest: bool = False,
     infer: bool = False,
     replica: str = "",
+    owner: Any = None,
+    expires_at: datetime | None = None,
 ) -> tuple[ApiToken, str]:
-    """Create a token and return it with its secret, which is not stored and not shown again."""
+    """Create a token and return it with its secret, which is not stored and not shown again.
+
+    ``owner`` is the user it acts for (it stops working when they are inactive);
+    ``expires_at``, when given, is the moment it stops working.
+    """
     if ingest and not replica:
         raise ValueError("an ingest token needs the replica its records are attributed to")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
@@ -69,6 +77,8 @@ def issue(
             can_ingest=ingest,
             can_infer=infer,
             replica=replica,
+            owner=owner,
+            expires_at=expires_at,
         )
     return token, secret
 
@@ -122,17 +132,29 @@ def recently_checked(secret: str) -> ApiToken | None:
     ttl = conf.TOKEN_CACHE_S
     if not secret.startswith(SECRET_PREFIX):
         return None
-    now = live.get_recorder().clock.monotonic()
+    clock = live.get_recorder().clock
+    now = clock.monotonic()
     digest = hash_secret(secret)
     if ttl > 0 and (token := recent.get(digest, now, ttl)) is not None:
-        return token
+        return _unexpired(token, clock)
     if outage.open:
-        return _without_database(digest, now)
+        return _unexpired(_without_database(digest, now), clock)
     return None
 
 
+def _wall(clock: live.Clock) -> datetime:
+    """The recorder's wall clock as an aware datetime (tests move it; see ``live.reset``)."""
+    return datetime.fromtimestamp(clock.wall_ms() / 1000, tz=UTC)
+
+
+def _unexpired(token: ApiToken, clock: live.Clock) -> ApiToken | None:
+    # An expired token is refused the moment it expires, whatever the cache holds.
+    return token if token.works_at(_wall(clock)) else None
+
+
 def check(secret: str) -> ApiToken | None:
-    """The active token this secret belongs to, or ``None``.
+    """The active token this secret belongs to, or ``None``: refused when revoked,
+    expired, or owned by a user who is inactive or gone.
 
     Raises ``Unavailable`` when the database cannot be reached and the token was not
     confirmed within ``TOKEN_STALE_S``; never waits on a database known to be down.
@@ -141,22 +163,49 @@ def check(secret: str) -> ApiToken | None:
         return None
     digest = hash_secret(secret)
     ttl = conf.TOKEN_CACHE_S
-    moment = live.get_recorder().clock.monotonic()
+    clock = live.get_recorder().clock
+    moment = clock.monotonic()
     if ttl > 0 and (cached := recent.get(digest, moment, ttl)) is not None:
-        return cached
+        return _unexpired(cached, clock)
     if outage.open:
-        return _without_database(digest, moment)
-    return _ask(digest, moment)
+        return _unexpired(_without_database(digest, moment), clock)
+    return _unexpired_or_none(_ask(digest, moment), clock)
+
+
+def _unexpired_or_none(token: ApiToken | None, clock: live.Clock) -> ApiToken | None:
+    return None if token is None else _unexpired(token, clock)
 
 
 def _lookup(digest: str) -> ApiToken | None:
     # order_by(): the model's default ordering would add a sort to a one-row lookup.
     tokens = ApiToken.objects.using(conf.ARCHIVE_DATABASE)
-    token = tokens.active().filter(secret_hash=digest).order_by().first()
+    wall = _wall(live.get_recorder().clock)
+    token = tokens.active(wall).filter(secret_hash=digest).order_by().first()
     # The lookup is by an index on the digest; compare again in constant time anyway.
     if token is None or not hmac.compare_digest(token.secret_hash, digest):
         return None
-    return token
+    return token if _owner_allows(token) else None
+
+
+def owner_name(token: ApiToken) -> str:
+    """Who owns the token, for people: the owner's login name, "" for a token issued
+    before tokens had owners, or a note that the user is gone."""
+    if token.owner_id is None:
+        return ""
+    user = get_user_model()._default_manager.filter(pk=token.owner_id).first()
+    return user.get_username() if user is not None else f"(deleted user {token.owner_id})"
+
+
+def _owner_allows(token: ApiToken) -> bool:
+    """A token with an owner works while that user exists and is active. Asked of the
+    user model where the host keeps it, never joined: the archive may be another
+    database (see ``routers``)."""
+    if token.owner_id is None:
+        return True
+    users = get_user_model()._default_manager.filter(pk=token.owner_id)
+    if user_is_active_field():
+        users = users.filter(is_active=True)
+    return users.exists()
 
 
 def _ask(digest: str, moment: float) -> ApiToken | None:

@@ -88,3 +88,17 @@ def inline_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     from ferrox_stats import tokens
 
     monkeypatch.setattr(tokens, "spawn", lambda probe: probe())
+
+
+def grant(user: Any, *permissions: str, group: str = "telemetry") -> Any:
+    """Give ``user`` ``permissions`` ("app_label.codename") through a group, as a host would."""
+    from django.contrib.auth.models import Group, Permission
+
+    team, _ = Group.objects.get_or_create(name=group)
+    for permission in permissions:
+        app_label, codename = permission.split(".")
+        team.permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    user.groups.add(team)
+    return user

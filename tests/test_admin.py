@@ -356,23 +356,66 @@ def test_dead_letters_are_listed_read_only_with_the_payload_pretty_printed(
 
 
 def test_a_token_issued_in_the_admin_shows_its_secret_once_and_stores_its_hash(
-    admin_client: Client,
+    admin_client: Client, admin_user: Any
 ) -> None:
+    from django.contrib.messages import get_messages
+
     from ferrox_stats.models import ApiToken
-    from ferrox_stats.tokens import check
+    from ferrox_stats.tokens import SECRET_PREFIX, check
 
     response = admin_client.post(
         "/admin/ferrox_stats/apitoken/add/",
         {"label": "engine-7", "can_read": "on", "can_ingest": "on", "replica": "gpu-7"},
-        follow=True,
     )
-    assert response.status_code == 200
-    [message] = [str(m) for m in response.context["messages"] if "secret" in str(m)]
-    secret = message.rsplit(": ", 1)[1]
+    assert response.status_code == 200  # the secret's page, not a redirect
+    page = response.content.decode()
+    [secret] = re.findall(rf"{SECRET_PREFIX}[A-Za-z0-9_-]{{43}}", page)
+    assert page.count(secret) == 1
+    assert "no-store" in response["Cache-Control"]
     token = ApiToken.objects.get()
     assert check(secret) == token
     assert (token.label, token.can_ingest, token.replica) == ("engine-7", True, "gpu-7")
+    assert token.owner == admin_user
     assert secret not in str(list(ApiToken.objects.values()))
+    # Never in a message, a cookie, or the session: the page is the only place it shows.
+    assert not any(secret in str(m) for m in get_messages(response.wsgi_request))
+    assert not any(secret in morsel.value for morsel in response.cookies.values())
+    assert not any(secret in morsel.value for morsel in admin_client.cookies.values())
+    assert secret not in str(dict(admin_client.session))
+    assert secret not in admin_client.get("/admin/ferrox_stats/apitoken/").content.decode()
+    change = admin_client.get(f"/admin/ferrox_stats/apitoken/{token.pk}/change/")
+    assert secret not in change.content.decode()
+
+
+def test_a_token_issued_in_the_admin_can_expire(admin_client: Client) -> None:
+    from ferrox_stats.models import ApiToken
+
+    response = admin_client.post(
+        "/admin/ferrox_stats/apitoken/add/",
+        {
+            "label": "temp",
+            "can_read": "on",
+            "expires_at_0": "2030-01-02",
+            "expires_at_1": "03:04:05",
+        },
+    )
+    assert response.status_code == 200
+    assert ApiToken.objects.get().expires_at == datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert "It expires at" in response.content.decode()
+
+
+def test_a_token_cannot_be_issued_already_expired(admin_client: Client) -> None:
+    from ferrox_stats.models import ApiToken
+
+    response = admin_client.post(
+        "/admin/ferrox_stats/apitoken/add/",
+        {"label": "late", "can_read": "on", "expires_at_0": "2020-01-01", "expires_at_1": "0:00"},
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "expires_at": ["This moment is already past."]
+    }
+    assert ApiToken.objects.count() == 0
 
 
 def test_an_ingest_token_needs_a_replica_in_the_admin(admin_client: Client) -> None:

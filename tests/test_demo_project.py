@@ -49,10 +49,17 @@ assert wrong.status_code == 200 and b'errorlist' in wrong.content
 plain = Client()
 assert plain.post('/accounts/login/', {'username': 'plain', 'password': 'pw'}).status_code == 302
 assert 'In flight' not in plain.get('/').content.decode()  # logged in, not staff
+User.objects.create_user('staffer', password='pw', is_staff=True)
+staffer = Client()
+staffer_login = {'username': 'staffer', 'password': 'pw'}
+assert staffer.post('/accounts/login/', staffer_login).status_code == 302
+assert 'In flight' not in staffer.get('/').content.decode()  # is_staff alone: no permission
+assert dashboard is None or staffer.get(dashboard).status_code == 403
 
 login = client.post('/accounts/login/', {'username': 'staff', 'password': 'pw', 'next': '/'})
 assert (login.status_code, login.url) == (302, '/'), login.status_code
 empty = client.get('/').content.decode()
+assert dashboard is None or client.get(dashboard).status_code == 200  # demo.sh's: a superuser
 assert 'In flight' in empty and 'No finished requests yet.' in empty
 assert '<dt>Mean TTFT (ms)</dt><dd>—</dd>' in empty  # unmeasured, not 0
 assert '<dt>Pool occupancy</dt><dd>—</dd>' in empty

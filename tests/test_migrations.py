@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from ferrox_stats import tokens
 from ferrox_stats.archive.batch import write_batch
 from ferrox_stats.archive.rows import Pending
 from ferrox_stats.models import FinishedRequest
@@ -42,3 +43,23 @@ def test_0007_puts_rows_archived_before_it_in_the_ingest_namespace() -> None:
     produced = Pending(3, old, "p", ingested=True)
     assert write_batch([produced]).outcomes == ["duplicate"]
     assert write_batch([produced._replace(ingested=False)]).outcomes == ["inserted"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0008_keeps_tokens_issued_before_it_working_without_owner_or_expiry() -> None:
+    MigrationExecutor(connection).migrate([("ferrox_stats", "0007_ingest_identity_namespace")])
+    secret = tokens.SECRET_PREFIX + "issued-by-the-previous-release-0000000000000"
+    # A token as the previous release wrote it, naming neither owner nor expiry.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO ferrox_stats_apitoken (label, prefix, secret_hash, can_read, "
+            "can_ingest, can_infer, replica, created_at) VALUES ('old', 'fxs_issu', %s, "
+            "TRUE, FALSE, FALSE, '', '2026-01-01T00:00:00Z')",
+            [tokens.hash_secret(secret)],
+        )
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    token = tokens.check(secret)
+    assert token is not None and token.label == "old"
+    assert (token.owner, token.expires_at) == (None, None)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime, timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from ferrox_stats.models import ApiToken
 from ferrox_stats.tokens import check, hash_secret
@@ -67,3 +71,62 @@ def test_labels_are_unique() -> None:
     run("create", "twice")
     with pytest.raises(CommandError, match="already exists"):
         run("create", "twice")
+
+
+def test_create_for_a_user_with_an_expiry_in_days(django_user_model: Any) -> None:
+    alice = django_user_model.objects.create_user("alice")
+    before = timezone.now()
+    output = run("create", "poller", "--user", "alice", "--expires", "30")
+    token = ApiToken.objects.get()
+    assert token.owner == alice
+    assert token.expires_at is not None
+    assert before + timedelta(days=30) <= token.expires_at <= timezone.now() + timedelta(days=30)
+    expires = token.expires_at.isoformat(timespec="seconds")
+    assert output.split("\n")[0] == (
+        f"Token 'poller' (read), owned by alice, expires {expires}. Its secret, shown only now:"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2030-01-02", datetime(2030, 1, 2, tzinfo=UTC)),
+        ("2030-01-02T03:04", datetime(2030, 1, 2, 3, 4, tzinfo=UTC)),
+        ("2030-01-02T03:04:00+02:00", datetime(2030, 1, 2, 1, 4, tzinfo=UTC)),
+    ],
+)
+def test_create_with_an_expiry_date(value: str, expected: datetime) -> None:
+    output = run("create", "poller", "--expires", value)
+    assert output.split("\n")[0] == (
+        f"Token 'poller' (read), expires {expected.isoformat()}. Its secret, shown only now:"
+    )
+    assert ApiToken.objects.get().expires_at == expected
+
+
+def test_list_shows_owner_expiry_and_expired_tokens(django_user_model: Any) -> None:
+    django_user_model.objects.create_user("alice")
+    run("create", "later", "--user", "alice", "--expires", "2030-01-02")
+    run("create", "over", "--expires", "1")
+    ApiToken.objects.filter(label="over").update(
+        expires_at=datetime(2026, 1, 1, tzinfo=UTC), created_at=datetime(2025, 1, 1, tzinfo=UTC)
+    )
+    later, over = (ApiToken.objects.get(label=label).prefix for label in ("later", "over"))
+    assert run("list") == (
+        f"later\t{later}…\tread\tactive owner=alice expires=2030-01-02T00:00:00+00:00\n"
+        f"over\t{over}…\tread\texpired expires=2026-01-01T00:00:00+00:00\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--user", "nobody"), "No user is called 'nobody'."),
+        (("--expires", "0"), "--expires needs at least 1 day."),
+        (("--expires", "soon"), "--expires takes a number of days or an ISO date, not 'soon'."),
+        (("--expires", "2020-01-01"), "--expires 2020-01-01 is already past."),
+    ],
+)
+def test_bad_owner_or_expiry_is_a_command_error(args: tuple[str, ...], message: str) -> None:
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run("create", "poller", *args)
+    assert not ApiToken.objects.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -191,3 +192,62 @@ def test_a_lookup_that_took_too_long_opens_the_breaker(
     assert tokens.outage.open
     assert tokens.check(secret) == token
     assert token_db.lookups == 1
+
+
+def _wall(clock: FakeClock) -> datetime:
+    return datetime.fromtimestamp(clock.wall / 1000, tz=UTC)
+
+
+def test_a_token_works_until_its_expiry_and_not_a_moment_after(
+    recorder: live.Recorder, clock: FakeClock
+) -> None:
+    token, secret = tokens.issue("poller", expires_at=_wall(clock) + timedelta(seconds=60))
+    assert tokens.check(secret) == token
+    clock.advance(59.9)
+    assert tokens.check(secret) == token
+    clock.advance(0.1)
+    assert tokens.check(secret) is None
+
+
+def test_the_cache_never_serves_a_token_past_its_expiry(
+    recorder: live.Recorder, clock: FakeClock, settings: Any
+) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 60.0}
+    token, secret = tokens.issue("poller", expires_at=_wall(clock) + timedelta(seconds=2))
+    assert tokens.check(secret) == token
+    assert tokens.recently_checked(secret) == token
+    clock.advance(2.0)  # well inside TOKEN_CACHE_S
+    assert tokens.recently_checked(secret) is None
+    assert tokens.check(secret) is None
+
+
+def test_a_token_stops_working_when_its_owner_is_deactivated(
+    recorder: live.Recorder, settings: Any, django_user_model: Any
+) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 0}
+    owner = django_user_model.objects.create_user("alice")
+    token, secret = tokens.issue("poller", owner=owner)
+    assert tokens.check(secret) == token
+    owner.is_active = False
+    owner.save()
+    assert tokens.check(secret) is None
+
+
+def test_a_deleted_owners_tokens_stop_working(
+    recorder: live.Recorder, settings: Any, django_user_model: Any
+) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 0}
+    owner = django_user_model.objects.create_user("alice")
+    token, secret = tokens.issue("poller", owner=owner)
+    owner_id = owner.pk
+    # Deleting the user never touches the token table (it may be another database's).
+    owner.delete()
+    assert tokens.check(secret) is None
+    token.refresh_from_db()
+    assert tokens.owner_name(token) == f"(deleted user {owner_id})"
+
+
+def test_a_token_issued_before_owners_existed_keeps_working(recorder: live.Recorder) -> None:
+    token, secret = tokens.issue("legacy")
+    assert token.owner is None and token.expires_at is None
+    assert tokens.check(secret) == token

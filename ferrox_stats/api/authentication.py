@@ -1,4 +1,4 @@
-"""Who is calling: a staff session, or an API token sent as ``Authorization: Bearer fxs_…``."""
+"""Who is calling: a session, or an API token sent as ``Authorization: Bearer fxs_…``."""
 
 from __future__ import annotations
 

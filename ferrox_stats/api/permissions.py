@@ -1,6 +1,7 @@
-"""Closed by default: each endpoint names its scope, and only a setting opens one.
+"""Closed by default: each endpoint names its scope and permissions; only a setting opens one.
 
-``read`` endpoints admit an active staff session or a token with the read scope, and
+``read`` endpoints admit a session whose user holds one of the view's
+``session_permissions`` (see ``ferrox_stats.access``), a token with the read scope, and
 anyone at all where ``FERROX_STATS["PUBLIC_ENDPOINTS"]`` names the endpoint. ``ingest``
 admits only a token with the ingest scope.
 """
@@ -12,6 +13,7 @@ from typing import Any
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from .. import access
 from ..conf import conf
 from ..models import ApiToken
 
@@ -20,7 +22,7 @@ INGEST = "ingest"
 
 
 class EndpointAccess(BasePermission):
-    message = "You need a staff session or an API token with this endpoint's scope."
+    message = "You need a session with this endpoint's permission or an API token with its scope."
 
     def has_permission(self, request: Request, view: Any) -> bool:
         scope = view.access_scope
@@ -31,5 +33,4 @@ class EndpointAccess(BasePermission):
             return True
         if token is not None:
             return token.can_read
-        user = request.user
-        return bool(user and user.is_authenticated and user.is_active and user.is_staff)
+        return access.may(request.user, view.session_permissions)

@@ -13,15 +13,20 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from .. import access
 from ..extras import DOCS
 from .views import FerroxView, documented
+
+# Whoever may read any part of the API may read its description.
+ANY_VIEW = (access.DASHBOARD, access.ARCHIVE)
 
 SCHEMA_SETTINGS = {
     "TITLE": "ferrox_stats API",
     "DESCRIPTION": (
         "Serving telemetry of an LLM control plane: the ring's since-cursor, live stats, "
-        "the archive's history and ingest. Every endpoint needs a staff session or an "
-        "API token (`Authorization: Bearer fxs_…`) unless the deployment opened it."
+        "the archive's history and ingest. Every endpoint needs a session with its "
+        "permission or an API token (`Authorization: Bearer fxs_…`) unless the deployment "
+        "opened it."
     ),
     "VERSION": "1",
     "COMPONENT_SPLIT_REQUEST": True,
@@ -60,6 +65,7 @@ class OutageAwareSessionScheme(SessionScheme):
 
 class SchemaView(FerroxView, SpectacularAPIView):
     endpoint_name = "schema"
+    session_permissions = ANY_VIEW
     renderer_classes = SpectacularAPIView.renderer_classes
     custom_settings = SCHEMA_SETTINGS
 
@@ -75,6 +81,7 @@ class SchemaView(FerroxView, SpectacularAPIView):
 
 class SwaggerView(FerroxView, SpectacularSwaggerView):
     endpoint_name = "docs"
+    session_permissions = ANY_VIEW
     # HTML for browsers; a client asking for JSON gets its errors as JSON like elsewhere.
     renderer_classes = [*SpectacularSwaggerView.renderer_classes, JSONRenderer]
     url_name = "ferrox_stats:schema"

@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from .. import documents, live
+from .. import access, documents, live
 from ..archive import export
 from ..archive.queries import CommitCursor, Cursor
 from ..conf import conf
@@ -51,7 +51,7 @@ ERRORS = {
 
 
 class FerroxView(APIView):
-    """Closed by default: token or staff session, JSON only, one error shape."""
+    """Closed by default: token or permitted session, JSON only, one error shape."""
 
     authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
     permission_classes = [EndpointAccess]
@@ -59,6 +59,8 @@ class FerroxView(APIView):
     throttle_classes: Sequence[type[BaseThrottle]] = []
     access_scope = READ
     endpoint_name = ""
+    # A session needs one of these (a token needs its scope instead).
+    session_permissions: tuple[str, ...] = (access.DASHBOARD,)
     # drf-spectacular describes these views whatever the project's DEFAULT_SCHEMA_CLASS.
     schema = AutoSchema()
 
@@ -165,6 +167,7 @@ HISTORY_PARAMETERS = [
 
 
 class HistoryView(FerroxView):
+    session_permissions = (access.ARCHIVE,)
     endpoint_name = "history"
     # Only read by drf-spectacular, which documents a filterset through its backend
     # and finds the filterset's model through the view's queryset.
@@ -203,6 +206,7 @@ class HistoryView(FerroxView):
 
 
 class HistoryDetailView(FerroxView):
+    session_permissions = (access.ARCHIVE,)
     endpoint_name = "history_detail"
     throttle_classes = [FerroxScopedRateThrottle]
     throttle_scope = "ferrox_stats_history"
@@ -234,6 +238,7 @@ class _FormatIsOurs(DefaultContentNegotiation):
 
 
 class HistoryExportView(FerroxView):
+    session_permissions = (access.ARCHIVE,)
     endpoint_name = "history_export"
     content_negotiation_class = _FormatIsOurs
     filter_backends = [DjangoFilterBackend]
@@ -269,6 +274,7 @@ class HistoryExportView(FerroxView):
 class IngestView(FerroxView):
     endpoint_name = "ingest"
     access_scope = INGEST
+    session_permissions = ()  # no session ingests
     parser_classes = [BoundedJSONParser]
     throttle_classes = [FerroxScopedRateThrottle]
     throttle_scope = "ferrox_stats_ingest"

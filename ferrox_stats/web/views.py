@@ -1,4 +1,7 @@
-"""The dashboard's pages, for staff: live dashboard, history, one request.
+"""The dashboard's pages: live dashboard, history, one request.
+
+The live page needs ``access.DASHBOARD``; history and one request's page read the
+archive (client addresses, key labels) and need ``access.ARCHIVE``.
 
 HTML only: the numbers the page polls come from the API's ``admin-stats`` endpoint,
 and both build them with ``documents``, so the first paint and the polls agree.
@@ -6,14 +9,18 @@ and both build them with ``documents``, so the first paint and the polls agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any, NamedTuple
 
-from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from .. import documents, live
+from .. import access, documents, live
 from ..archive.queries import Cursor, KeysetPage
 from ..conf import conf
 from ..models import FinishedRequest
@@ -30,8 +37,28 @@ SERIES_POINTS = 300
 FIRST_PAINT_ROWS = 50
 HISTORY_ROWS = 50
 
+View = Callable[..., HttpResponse]
 
-@staff_member_required
+
+def requires(permission: str) -> Callable[[View], View]:
+    """Anonymous visitors go to the admin's login, as on admin pages; a logged-in user
+    without ``permission`` gets 403 (logging in again would not help)."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path(), reverse("admin:login"))
+            if not access.may(request.user, (permission,)):
+                raise PermissionDenied
+            return view(request, *args, **kwargs)
+
+        return checked
+
+    return decorate
+
+
+@requires(access.DASHBOARD)
 @require_safe
 def dashboard(request: HttpRequest) -> HttpResponse:
     recorder = live.get_recorder()
@@ -58,7 +85,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     )
 
 
-@staff_member_required
+@requires(access.ARCHIVE)
 @require_safe
 def history(request: HttpRequest) -> HttpResponse:
     form = HistoryForm(request.GET)
@@ -110,7 +137,7 @@ def _cursor(wire: dict[str, Any]) -> Cursor:
     return Cursor(wire["at_ms"], wire["id"])
 
 
-@staff_member_required
+@requires(access.ARCHIVE)
 @require_safe
 def request_detail(request: HttpRequest, request_id: str) -> HttpResponse:
     # No archived id holds a NUL (such records are dead-lettered), and PostgreSQL

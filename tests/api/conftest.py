@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from ferrox_stats import tokens
+from ferrox_stats import access, tokens
+from tests.conftest import grant
 
 PREFIX = "/control/telemetry"
 
@@ -39,6 +40,7 @@ def ingest_client(ingest_secret: str) -> TokenClient:
 @pytest.fixture
 def staff_client(db: None, django_user_model: Any) -> Client:
     user = django_user_model.objects.create_user("staff", password="pw", is_staff=True)
+    grant(user, access.DASHBOARD, access.ARCHIVE)
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
     return client

@@ -7,12 +7,17 @@ needs and the ``PUBLIC_ENDPOINTS`` name that may open it.
 
 Three kinds of route, three ways of refusing:
 
-- ``read`` (API): a staff session or a read token; others get 401 (no or a bad
-  credential) or 403 (a credential without the scope), as a JSON error document.
+- ``read`` (API): a session whose user holds the route's permission, or a read token;
+  others get 401 (no or a bad credential) or 403 (a credential without the scope or
+  permission), as a JSON error document.
 - ``ingest`` (API): an ingest token only; never a session, never anonymous.
-- ``page`` (the staff dashboard's HTML): a staff session only. Pages refuse as Django
-  admin pages do, by redirecting to the admin login; they read no bearer token, so a
-  token, right or wrong, is refused the same way. No setting opens them.
+- ``page`` (the dashboard's HTML): a session with the route's permission only. Pages
+  send anonymous visitors to the admin login, as Django admin pages do, and answer 403
+  to a user without the permission; they read no bearer token, so a token, right or
+  wrong, is refused like an anonymous visitor. No setting opens them.
+
+``is_staff`` alone opens nothing: the permissions are ``access.DASHBOARD`` (the live
+views) and ``access.ARCHIVE`` (the archive), granted to a group.
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 from django.urls import URLPattern, URLResolver, converters, reverse
+from django.utils import timezone
 from django.utils.crypto import get_random_string
 
 import ferrox_stats.urls
+from ferrox_stats import access as perms
 from ferrox_stats import tokens
 from tests.api.conftest import PREFIX, TokenClient
+from tests.conftest import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -42,27 +50,33 @@ PAGE = "page"
 API = (READ, INGEST)
 
 
+LIVE = (perms.DASHBOARD,)
+ARCHIVE = (perms.ARCHIVE,)
+EITHER = (perms.DASHBOARD, perms.ARCHIVE)
+
+
 @dataclass(frozen=True)
 class Access:
     scope: str  # READ, INGEST or PAGE (see the module's docstring)
     endpoint: str | None = None  # the name FERROX_STATS["PUBLIC_ENDPOINTS"] opens it by
+    permissions: tuple[str, ...] = ()  # a session needs any one of these
 
 
 # Every route of ferrox_stats.urls, by namespaced name. A new route must be added
 # here: the reviewer then sees, in one diff, who the author meant to let in.
 ACCESS: dict[str, Access] = {
-    "ferrox_stats:requests": Access(READ, "requests"),
-    "ferrox_stats:stats": Access(READ, "stats"),
-    "ferrox_stats:admin-stats": Access(READ, "admin_stats"),
-    "ferrox_stats:history": Access(READ, "history"),
-    "ferrox_stats:history-export": Access(READ, "history_export"),
-    "ferrox_stats:history-detail": Access(READ, "history_detail"),
+    "ferrox_stats:requests": Access(READ, "requests", LIVE),
+    "ferrox_stats:stats": Access(READ, "stats", LIVE),
+    "ferrox_stats:admin-stats": Access(READ, "admin_stats", LIVE),
+    "ferrox_stats:history": Access(READ, "history", ARCHIVE),
+    "ferrox_stats:history-export": Access(READ, "history_export", ARCHIVE),
+    "ferrox_stats:history-detail": Access(READ, "history_detail", ARCHIVE),
     "ferrox_stats:ingest": Access(INGEST, "ingest"),
-    "ferrox_stats:schema": Access(READ, "schema"),
-    "ferrox_stats:docs": Access(READ, "docs"),
-    "ferrox_stats:web:dashboard": Access(PAGE),
-    "ferrox_stats:web:history": Access(PAGE),
-    "ferrox_stats:web:request-detail": Access(PAGE),
+    "ferrox_stats:schema": Access(READ, "schema", EITHER),
+    "ferrox_stats:docs": Access(READ, "docs", EITHER),
+    "ferrox_stats:web:dashboard": Access(PAGE, None, LIVE),
+    "ferrox_stats:web:history": Access(PAGE, None, ARCHIVE),
+    "ferrox_stats:web:request-detail": Access(PAGE, None, ARCHIVE),
 }
 
 # Values for path converters, so every pattern becomes a URL a client can request.
@@ -322,7 +336,7 @@ def test_an_ingest_only_token_is_403_on_read_routes(
 def test_pages_refuse_even_a_read_token(
     read_client: TokenClient, route: Route, method: str
 ) -> None:
-    # The dashboard is for staff sessions; tokens are for programs, which use the API.
+    # The dashboard is for people's sessions; tokens are for programs, which use the API.
     response = call(read_client, route, method)
     assert refused(route, response), (route.path, method, response.status_code)
 
@@ -343,6 +357,42 @@ def test_a_logged_in_user_who_is_not_staff_is_403_on_read_routes(
     client.force_login(django_user_model.objects.create_user("visitor"))
     response = call(client, route, method)
     assert refused(route, response, 403), (route.path, method, response.status_code)
+
+
+@pytest.mark.parametrize("route", routes_of(READ, PAGE), ids=str)
+def test_a_staff_user_without_the_permission_is_403(django_user_model: Any, route: Route) -> None:
+    # is_staff used to be the whole test; now the host's permissions decide.
+    client = Client()
+    client.force_login(django_user_model.objects.create_user("staffer", is_staff=True))
+    response = call(client, route, "GET", HTTP_ACCEPT="application/json")
+    assert response.status_code == 403, (route.path, response.status_code)
+
+
+@pytest.mark.parametrize("permission", [perms.DASHBOARD, perms.ARCHIVE])
+def test_a_permission_granted_through_a_group_opens_exactly_its_routes(
+    django_user_model: Any, permission: str
+) -> None:
+    client = Client()
+    client.force_login(grant(django_user_model.objects.create_user("member"), permission))
+    for route in routes_of(READ, PAGE):
+        response = call(client, route, "GET", HTTP_ACCEPT="application/json")
+        if permission in access(route).permissions:
+            assert opened(response) and response.status_code != 302, route.path
+        else:
+            assert response.status_code == 403, (route.path, response.status_code)
+
+
+@pytest.mark.parametrize("route", routes_of(READ, PAGE), ids=str)
+def test_a_superuser_may_read_everything(django_user_model: Any, route: Route) -> None:
+    client = Client()
+    client.force_login(django_user_model.objects.create_superuser("root", "r@example.com"))
+    response = call(client, route, "GET")
+    assert opened(response) and response.status_code != 302, (route.path, response.status_code)
+
+
+def test_every_session_route_names_a_permission() -> None:
+    for route in routes_of(READ, PAGE):
+        assert access(route).permissions, route.name
 
 
 @pytest.mark.parametrize(("route", "method"), cases())
@@ -407,7 +457,7 @@ def test_unsafe_methods_from_a_staff_session_need_csrf(
 
 
 @pytest.mark.parametrize("route", routes_of(READ), ids=str)
-def test_read_routes_open_to_a_read_token_and_a_staff_session(
+def test_read_routes_open_to_a_read_token_and_a_permitted_session(
     read_client: TokenClient, staff_client: Client, route: Route
 ) -> None:
     for client in (read_client, staff_client):
@@ -416,7 +466,7 @@ def test_read_routes_open_to_a_read_token_and_a_staff_session(
 
 
 @pytest.mark.parametrize("route", routes_of(PAGE), ids=str)
-def test_pages_open_to_a_staff_session(staff_client: Client, route: Route) -> None:
+def test_pages_open_to_a_permitted_session(staff_client: Client, route: Route) -> None:
     response = call(staff_client, route, "GET")
     assert opened(response) and response.status_code != 302, (route.path, response.status_code)
 
@@ -561,3 +611,29 @@ def test_one_tokens_throttle_does_not_throttle_another(
     assert [TokenClient(first).get(url).status_code for _ in range(3)] == [200, 200, 429]
     assert TokenClient(second).get(url).status_code == 200
     assert staff_client.get(url).status_code == 200
+
+
+# -- token lifetime ---------------------------------------------------------------------
+
+
+def test_an_expired_token_is_401(settings: Any) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 0}
+    token, secret = tokens.issue("poller")
+    client = TokenClient(secret)
+    assert client.get(f"{PREFIX}/v1/stats").status_code == 200
+    token.expires_at = timezone.now()
+    token.save(update_fields=["expires_at"])
+    response = client.get(f"{PREFIX}/v1/stats", HTTP_ACCEPT="application/json")
+    assert response.status_code == 401
+    assert error_of(response)["code"] == "authentication_failed"
+
+
+def test_the_token_of_an_inactive_user_is_401(settings: Any, django_user_model: Any) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 0}
+    owner = django_user_model.objects.create_user("alice")
+    _, secret = tokens.issue("poller", owner=owner)
+    client = TokenClient(secret)
+    assert client.get(f"{PREFIX}/v1/stats").status_code == 200
+    owner.is_active = False
+    owner.save()
+    assert client.get(f"{PREFIX}/v1/stats").status_code == 401

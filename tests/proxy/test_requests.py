@@ -4,6 +4,7 @@ right key, bodies it cannot forward, the wrong server, the wrong method."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -62,6 +63,23 @@ def test_a_revoked_key_is_refused(plane: Plane) -> None:
     token, secret = tokens.issue("leaver", read=False, infer=True)
     tokens.revoke(token)
     assert _post(plane, CHAT, key=secret).status_code == 401
+
+
+def test_an_expired_key_is_refused(plane: Plane) -> None:
+    # Expiry is read on the recorder's clock, which the plane runs on a fake one.
+    now = datetime.fromtimestamp(plane.clock.wall / 1000, tz=UTC)
+    _, secret = tokens.issue("temp", read=False, infer=True, expires_at=now)
+    answer = _post(plane, CHAT, key=secret)
+    assert answer.status_code == 401
+    assert _error(answer)["code"] == "invalid_api_key"
+    assert plane.engine.requests == []
+
+
+def test_the_key_of_an_inactive_user_is_refused(plane: Plane, django_user_model: Any) -> None:
+    owner = django_user_model.objects.create_user("leaver", is_active=False)
+    _, secret = tokens.issue("theirs", read=False, infer=True, owner=owner)
+    assert _post(plane, CHAT, key=secret).status_code == 401
+    assert plane.engine.requests == []
 
 
 def test_anonymous_callers_when_no_key_is_required(plane: Plane, settings: Any) -> None:

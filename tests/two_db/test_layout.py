@@ -115,6 +115,21 @@ def test_tokens_are_issued_checked_and_revoked_on_telemetry() -> None:
     assert tokens.check(secret) is None
 
 
+def test_a_token_owner_on_default_is_looked_up_there_never_joined(settings: Any) -> None:
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "TOKEN_CACHE_S": 0}
+    alice = User.objects.create_user("alice")
+    token, secret = tokens.issue("owned", owner=alice)
+    assert tokens.check(secret) is not None
+    assert tokens.owner_name(token) == "alice"
+    alice.is_active = False
+    alice.save()
+    assert tokens.check(secret) is None
+    # Deleting the user queries nothing on the token table (which default does not have).
+    alice.delete()
+    assert tokens.check(secret) is None
+    assert ApiToken.objects.using("telemetry").filter(pk=token.pk).exists()
+
+
 def test_the_token_command_lists_and_revokes_on_telemetry() -> None:
     out = io.StringIO()
     call_command("ferrox_stats_token", "create", "ops", stdout=out)

@@ -18,7 +18,8 @@ import pytest
 from django.db import connections
 from django.test import Client
 
-from ferrox_stats import live
+from ferrox_stats import access, live
+from tests.conftest import grant
 
 PREFIX = "/control/telemetry"
 DASHBOARD = f"{PREFIX}/dashboard/"
@@ -47,8 +48,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def staff(django_user_model: Any, db: None) -> Any:
+    """A staff user whose group may see the dashboard and the archive."""
     # No password: the test client logs in with force_login, and hashing one is slow.
-    return django_user_model.objects.create_user("staff", is_staff=True)
+    user = django_user_model.objects.create_user("staff", is_staff=True)
+    return grant(user, access.DASHBOARD, access.ARCHIVE)
 
 
 @pytest.fixture
@@ -122,15 +125,13 @@ def page(chromium: Any, live_server: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def browser_staff(django_user_model: Any, live_server: Any, settings: Any) -> Any:
-    """A staff user who may view archived rows in the admin (for the drill-down)."""
-    from django.contrib.auth.models import Permission
-
+    """A staff user who may see the dashboard and the archive (also in the admin, for
+    the drill-down)."""
     # The login form checks a real password; a fast hasher keeps that cheap.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
     user = django_user_model.objects.create_user("operator", password=PASSWORD, is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_finishedrequest"))
-    return user
+    return grant(user, access.DASHBOARD, access.ARCHIVE)
 
 
 def log_in(page: Any, username: str, next_path: str = DASHBOARD) -> None:
