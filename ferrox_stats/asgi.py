@@ -45,11 +45,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.security import SecurityMiddleware
-from django.urls import get_resolver
+from django.urls import ResolverMatch, get_resolver
 from django.utils.module_loading import import_string
 
 from . import live
@@ -60,6 +60,9 @@ Receive = Callable[[], Awaitable[Mapping[str, Any]]]
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 Respond = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
+
+# The scope key that hands the lean handler the match the routing check found.
+RESOLVED = "ferrox_stats.resolver_match"
 
 
 class PassThroughHandler(ASGIHandler):
@@ -83,6 +86,14 @@ class PassThroughHandler(ASGIHandler):
         if security is not None:
             chain = _converting(_securing(chain, security))
         self._middleware_chain = chain
+
+    def resolve_request(self, request: HttpRequest) -> ResolverMatch:
+        # The routing check resolved this path already (PassThroughRoutes.match).
+        match = request.scope.get(RESOLVED) if isinstance(request, ASGIRequest) else None
+        if not isinstance(match, ResolverMatch):
+            return super().resolve_request(request)
+        request.resolver_match = match
+        return match
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Django opens a ThreadSensitiveContext per request, so each request's first sync
@@ -128,13 +139,13 @@ def _securing(get_response: Respond, security: SecurityMiddleware) -> Respond:
 
 
 class PassThroughRoutes:
-    """Whether a request is one Django would route to the pass-through's views.
+    """Which requests Django would route to the pass-through's views.
 
     A path that does not end like one of ``ferrox_stats.proxy.urls``' routes is not,
     without more work; one that does is resolved with the project's URLconf (about
-    10 µs), which gives every prefix, include and converter for free, follows
-    ``ROOT_URLCONF`` when it changes, and takes nothing where the pass-through is not
-    mounted."""
+    10 µs, and the lean handler reuses the match), which gives every prefix and
+    include for free, follows ``ROOT_URLCONF`` when it changes, and takes nothing
+    where the pass-through is not mounted."""
 
     def __init__(self) -> None:
         from .proxy import urls
@@ -142,17 +153,18 @@ class PassThroughRoutes:
         self.views = frozenset(pattern.callback for pattern in urls.urlpatterns)
         self.endings = tuple(str(pattern.pattern) for pattern in urls.urlpatterns)
 
-    def take(self, scope: Scope) -> bool:
+    def match(self, scope: Scope) -> ResolverMatch | None:
+        """The match on one of the pass-through's views, if ``scope`` is routed to one."""
         path: str = scope["path"]
         if not path.endswith(self.endings):
-            return False
+            return None
         try:
             match = get_resolver().resolve(_path_info(path, get_script_prefix(scope)))
         except Exception:
             # No match (Resolver404), or a URLconf that fails: Django's own handler
             # answers it, with the project's middleware and error handling.
-            return False
-        return match.func in self.views
+            return None
+        return match if match.func in self.views else None
 
 
 def _path_info(path: str, script_name: str) -> str:
@@ -189,8 +201,12 @@ def wrap(
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send, on_shutdown)
-        elif lean is not None and scope["type"] == "http" and lean[1].take(scope):
-            await lean[0](scope, receive, send)
+        elif (
+            lean is not None
+            and scope["type"] == "http"
+            and (match := lean[1].match(scope)) is not None
+        ):
+            await lean[0]({**scope, RESOLVED: match}, receive, send)
         else:
             await app(scope, receive, send)
 
