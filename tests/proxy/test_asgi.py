@@ -14,7 +14,7 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
 from ferrox_stats import live
-from ferrox_stats.asgi import wrap
+from ferrox_stats.asgi import PassThroughRoutes, wrap
 from ferrox_stats.proxy.clients import aclose_clients
 from tests.asgi_server import serve
 from tests.proxy.conftest import LoopCapture, Plane
@@ -153,6 +153,29 @@ def lean_app(settings: Any, urlconf: type, **overrides: Any) -> LoopCapture:
     for name, value in overrides.items():
         setattr(settings, name, value)
     return LoopCapture()
+
+
+@pytest.mark.parametrize(
+    ("path", "root_path", "force", "taken"),
+    [
+        ("/llm/v1/models", "", None, True),
+        ("/v1/models", "", None, False),  # the project's own
+        ("/llm/v1/model", "", None, False),
+        ("/app/llm/v1/models", "/app", None, True),  # served below a root path
+        ("/app/llm/v1/models", "", "/app", True),  # FORCE_SCRIPT_NAME
+        ("/app/llm/v1/models", "", None, False),
+        ("/apple/llm/v1/models", "/app", None, False),  # not below it
+    ],
+)
+def test_the_routing_check_resolves_as_django_does(
+    settings: Any, path: str, root_path: str, force: str | None, taken: bool
+) -> None:
+    settings.ROOT_URLCONF = UnderPrefix
+    settings.FORCE_SCRIPT_NAME = force
+    match = PassThroughRoutes().match({"type": "http", "path": path, "root_path": root_path})
+    assert (match is not None) is taken
+    if match is not None:
+        assert match.view_name == "ferrox_stats_proxy:models"
 
 
 # Every request through Django: the lean handler's sync work runs on asgiref's one shared
