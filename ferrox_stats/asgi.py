@@ -133,6 +133,7 @@ def _securing(get_response: Respond, security: SecurityMiddleware) -> Respond:
         # they need none of the thread hops MiddlewareMixin would take under ASGI.
         redirect = security.process_request(request)
         response = redirect if redirect is not None else await get_response(request)
+        # Typed for HttpResponse; it only sets headers, which a stream has too.
         return security.process_response(request, response)  # type: ignore[arg-type]
 
     return secured
