@@ -8,10 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
-from django.http import HttpRequest
+from django.conf.urls.i18n import i18n_patterns
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
 
 from ferrox_stats import live
-from ferrox_stats.asgi import wrap
+from ferrox_stats.asgi import PassThroughRoutes, wrap
 from ferrox_stats.proxy.clients import aclose_clients
 from tests.asgi_server import serve
 from tests.proxy.conftest import LoopCapture, Plane
@@ -109,3 +112,191 @@ def test_other_scopes_reach_the_project() -> None:
     with serve(wrap(project, lean_pass_through=False)) as url:
         assert httpx.get(f"{url}/v1/models").status_code == 204
     assert reached == ["/v1/models"]
+
+
+# The project's own views and URLconfs, beside the pass-through or without it.
+
+
+@csrf_exempt
+def host_models(request: HttpRequest) -> JsonResponse:
+    """The project's own ``/v1/models``: needs what its middleware sets (``request.user``)."""
+    return JsonResponse({"host": True, "authenticated": request.user.is_authenticated})
+
+
+PROXY = "ferrox_stats.proxy.urls"
+
+
+class NotMounted:
+    urlpatterns = [path("v1/models", host_models)]
+
+
+class UnderPrefix:
+    urlpatterns = [path("v1/models", host_models), path("llm/", include(PROXY))]
+
+
+class TwoMounts:
+    urlpatterns = [path("", include(PROXY)), path("llm/", include(PROXY))]
+
+
+class Nested:
+    urlpatterns = [path("api/", include([path("openai/", include(PROXY))]))]
+
+
+class Localized:
+    urlpatterns = i18n_patterns(path("llm/", include(PROXY)))
+
+
+def lean_app(settings: Any, urlconf: type, **overrides: Any) -> LoopCapture:
+    """The project's ASGI app as ``wrap`` serves it, built after ``urlconf`` and
+    ``overrides`` are the settings (the handlers read MIDDLEWARE when built)."""
+    settings.ROOT_URLCONF = urlconf
+    for name, value in overrides.items():
+        setattr(settings, name, value)
+    return LoopCapture()
+
+
+@pytest.mark.parametrize(
+    ("path", "root_path", "force", "taken"),
+    [
+        ("/llm/v1/models", "", None, True),
+        ("/v1/models", "", None, False),  # the project's own
+        ("/llm/v1/model", "", None, False),
+        ("/app/llm/v1/models", "/app", None, True),  # served below a root path
+        ("/app/llm/v1/models", "", "/app", True),  # FORCE_SCRIPT_NAME
+        ("/app/llm/v1/models", "", None, False),
+        ("/apple/llm/v1/models", "/app", None, False),  # not below it
+    ],
+)
+def test_the_routing_check_resolves_as_django_does(
+    settings: Any, path: str, root_path: str, force: str | None, taken: bool
+) -> None:
+    settings.ROOT_URLCONF = UnderPrefix
+    settings.FORCE_SCRIPT_NAME = force
+    match = PassThroughRoutes().match({"type": "http", "path": path, "root_path": root_path})
+    assert (match is not None) is taken
+    if match is not None:
+        assert match.view_name == "ferrox_stats_proxy:models"
+
+
+# Every request through Django: the lean handler's sync work runs on asgiref's one shared
+# thread, where an earlier test may have left a connection for request_started to check.
+through_django = pytest.mark.django_db(transaction=True)
+
+
+def is_pass_through(response: httpx.Response) -> bool:
+    """Whether the pass-through answered (no key: its 401), not the project's view."""
+    return response.status_code == 401 and response.json()["error"]["code"] == "missing_api_key"
+
+
+@through_django
+@pytest.mark.parametrize("urlconf", [NotMounted, UnderPrefix])
+def test_the_projects_own_v1_models_gets_its_middleware(
+    settings: Any, recording: list[str], urlconf: type
+) -> None:
+    with serve(lean_app(settings, urlconf)) as url:
+        response = httpx.post(f"{url}/v1/models")
+    assert response.status_code == 200
+    assert response.json() == {"host": True, "authenticated": False}
+    assert recording == ["/v1/models"]
+
+
+@through_django
+@pytest.mark.parametrize(
+    ("urlconf", "taken", "left"),
+    [
+        (UnderPrefix, ["/llm/v1/models"], ["/v1/models"]),
+        (TwoMounts, ["/v1/models", "/llm/v1/models"], []),
+        (Nested, ["/api/openai/v1/models"], []),
+        # LANGUAGE_CODE's prefix; German reaches the pass-through through the middleware.
+        (Localized, ["/en-us/llm/v1/models"], ["/de/llm/v1/models"]),
+    ],
+)
+def test_the_lean_path_takes_exactly_where_the_pass_through_is_mounted(
+    settings: Any, recording: list[str], urlconf: type, taken: list[str], left: list[str]
+) -> None:
+    app = lean_app(
+        settings,
+        urlconf,
+        LANGUAGE_CODE="en-us",
+        LANGUAGES=[("en-us", "English"), ("de", "German")],
+        MIDDLEWARE=["django.middleware.locale.LocaleMiddleware", *settings.MIDDLEWARE],
+    )
+    with serve(app) as url:
+        for route in taken:
+            assert is_pass_through(httpx.get(f"{url}{route}")), route
+        left_answers = {route: httpx.get(f"{url}{route}") for route in left}
+        # Not a route of the pass-through where it is mounted: never lean.
+        assert httpx.get(f"{url}/llm/v1/nothing").status_code == 404
+    assert recording == [*left, "/llm/v1/nothing"]
+    if urlconf is Localized:
+        assert is_pass_through(left_answers["/de/llm/v1/models"])
+
+
+@through_django
+def test_a_disallowed_host_is_a_400_on_the_lean_path(settings: Any, recording: list[str]) -> None:
+    with serve(lean_app(settings, UnderPrefix)) as url:
+        response = httpx.get(f"{url}/llm/v1/models", headers={"Host": "evil.example"})
+        assert is_pass_through(httpx.get(f"{url}/llm/v1/models"))
+    assert response.status_code == 400
+    assert b"Bad Request" in response.content
+    assert recording == []  # the lean path answered both
+
+
+SECURITY = "django.middleware.security.SecurityMiddleware"
+
+
+@through_django
+def test_the_https_redirect_applies_on_the_lean_path(settings: Any, recording: list[str]) -> None:
+    app = lean_app(
+        settings,
+        "tests.urls",
+        MIDDLEWARE=[SECURITY, *settings.MIDDLEWARE],
+        SECURE_SSL_REDIRECT=True,
+    )
+    with serve(app) as url:
+        response = httpx.get(f"{url}/v1/models?x=1")
+    assert response.status_code == 301
+    assert response.headers["Location"] == f"https://{url.removeprefix('http://')}/v1/models?x=1"
+    assert recording == []
+
+
+@through_django
+def test_no_security_headers_when_the_project_has_no_security_middleware(
+    settings: Any, recording: list[str]
+) -> None:
+    with serve(lean_app(settings, UnderPrefix, SECURE_SSL_REDIRECT=True)) as url:
+        response = httpx.get(f"{url}/llm/v1/models")
+    assert is_pass_through(response)  # as Django would: nothing redirects without it
+    assert "X-Content-Type-Options" not in response.headers
+
+
+@through_django
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_security_headers_are_on_pass_through_answers(
+    plane: Plane, settings: Any, recording: list[str], stream: bool
+) -> None:
+    app = lean_app(
+        settings,
+        "tests.urls",
+        MIDDLEWARE=[SECURITY, *settings.MIDDLEWARE],
+        SECURE_HSTS_SECONDS=3600,
+        SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https"),
+    )
+    headers = {"Authorization": f"Bearer {plane.secret}", "X-Forwarded-Proto": "https"}
+    body = {"model": "sim-small", "messages": [{"role": "user", "content": "hi"}]}
+    with serve(app) as url:
+        with httpx.stream(
+            "POST", f"{url}/v1/chat/completions", json={**body, "stream": stream}, headers=headers
+        ) as response:
+            response.read()
+        if app.loop is not None:
+            asyncio.run_coroutine_threadsafe(aclose_clients(), app.loop).result(5)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith(
+        "text/event-stream" if stream else "application/json"
+    )
+    assert response.headers["Strict-Transport-Security"] == "max-age=3600"
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["Referrer-Policy"] == "same-origin"
+    assert response.headers["Cross-Origin-Opener-Policy"] == "same-origin"
+    assert recording == []  # served by the lean path
