@@ -46,6 +46,7 @@ __all__ = [
     "Tracker",
     "get_recorder",
     "reset",
+    "shutdown",
     "track",
 ]
 
@@ -72,7 +73,8 @@ class RecordSink(Protocol):
     """Where finished records go after the ring: the archive plugs in here.
 
     ``submit`` is called on the request path, so it must not block (hand the record
-    to a bounded queue and return).
+    to a bounded queue and return). A sink may also have ``close(deadline_s=None, *,
+    drain=True)`` (stop, writing what is queued unless ``drain=False``) and ``health()``.
     """
 
     def submit(self, seq: int, record: Record) -> object: ...
@@ -263,17 +265,44 @@ def get_recorder() -> Recorder:
         return _recorder
 
 
-def reset(clock: Clock | None = None) -> Recorder:
+def reset(clock: Clock | None = None, *, flush: bool = False) -> Recorder:
     """Replace this process's recorder with a fresh one (tests; settings changed).
 
-    ``clock`` is used by this and every later rebuild until the next ``reset()``.
+    The old recorder's archive writer is stopped first (its thread joined, its database
+    connection closed): what it still queues is written with ``flush=True`` and
+    dropped otherwise. ``clock`` is used by this and every later rebuild until the
+    next ``reset()``.
     """
     global _recorder, _recorder_pid, _clock_override
     with _lock:
+        _stop(flush)
         _clock_override = clock
         _recorder = _build(clock)
         _recorder_pid = os.getpid()
         return _recorder
+
+
+def shutdown(*, flush: bool = True) -> None:
+    """Stop this process's recorder, if it has one: its archive writer stops (writing
+    what is queued with ``flush``, dropping it without) and holds no database
+    connection any more. The next ``track()`` builds a new recorder."""
+    global _recorder, _recorder_pid
+    with _lock:
+        _stop(flush)
+        _recorder = None
+        _recorder_pid = None
+
+
+def _stop(flush: bool) -> None:
+    # A recorder inherited through fork() is the parent's: its thread is not here.
+    if _recorder is None or _recorder_pid != os.getpid():
+        return
+    close = getattr(_recorder.sink, "close", None)
+    if callable(close):
+        try:
+            close() if flush else close(drain=False)
+        except Exception:
+            logger.warning("ferrox_stats: the archive sink failed to close", exc_info=True)
 
 
 def track(
