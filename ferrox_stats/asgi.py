@@ -83,7 +83,14 @@ def wrap(
 ) -> App:
     """``app`` with the lifespan protocol and, unless told otherwise, the pass-through
     (mounted at ``mount``) served without middleware. ``on_shutdown`` runs first at
-    shutdown (stop your own background work there)."""
+    shutdown (stop your own background work there).
+
+    Raises ``ImproperlyConfigured`` with the system checks' messages when
+    ``FERROX_STATS`` is invalid, so the server does not start (servers run no checks).
+    """
+    from .checks import validate_settings  # imports models: after django.setup()
+
+    validate_settings()
     lean = PassThroughHandler() if lean_pass_through else None
     prefix = mount if mount.endswith("/") else f"{mount}/"
     lean_paths = frozenset(prefix + path for path in PASS_THROUGH_PATHS)
