@@ -199,7 +199,14 @@ def wrap(
     would route to the pass-through's views (wherever the URLconf mounts them) served
     without the project's middleware but with host validation and its
     SecurityMiddleware. ``on_shutdown`` runs first at shutdown (stop your own
-    background work there). Call it after Django is set up (``get_asgi_application()``)."""
+    background work there). Call it after Django is set up (``get_asgi_application()``).
+
+    Raises ``ImproperlyConfigured`` with the system checks' messages when
+    ``FERROX_STATS`` is invalid, so the server does not start (servers run no checks).
+    """
+    from .checks import validate_settings  # imports models: after django.setup()
+
+    validate_settings()
     lean = (PassThroughHandler(), PassThroughRoutes()) if lean_pass_through else None
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning
+from django.core.checks import ERROR, CheckMessage, Error, Warning
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
@@ -35,6 +36,19 @@ POSITIVE_SECONDS = (
     "ARCHIVE_SHUTDOWN_DEADLINE_S",
     "PROXY_CONNECT_TIMEOUT_S",
     "PROXY_READ_TIMEOUT_S",
+)
+
+# The endpoints PUBLIC_ENDPOINTS may name (each view's ``endpoint_name``); ``ingest``
+# is never public.
+PUBLIC_NAMES = (
+    "requests",
+    "stats",
+    "admin_stats",
+    "history",
+    "history_detail",
+    "history_export",
+    "schema",
+    "docs",
 )
 
 
@@ -271,6 +285,9 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                     id="ferrox_stats.E011",
                 )
             )
+
+    errors.extend(_check_throttle_rates(values["THROTTLE_RATES"]))
+    errors.extend(_check_public_endpoints(values["PUBLIC_ENDPOINTS"]))
     return errors
 
 
@@ -318,3 +335,84 @@ def _includes(patterns: Any, urlconf: str) -> bool:
         ):
             return True
     return False
+
+
+def _check_throttle_rates(rates: Any) -> list[CheckMessage]:
+    scopes = DEFAULTS["THROTTLE_RATES"]
+    if rates is None:
+        return []
+    if not isinstance(rates, Mapping):
+        return [
+            Error(
+                "FERROX_STATS['THROTTLE_RATES'] must be a dict of scope to rate.",
+                hint=f"Got {rates!r}; e.g. {scopes!r}.",
+                id="ferrox_stats.E012",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for scope, rate in rates.items():
+        if scope not in scopes:
+            messages.append(
+                Warning(
+                    f"FERROX_STATS['THROTTLE_RATES'] has an unknown scope {scope!r}; "
+                    "it is ignored.",
+                    hint=f"Known scopes: {', '.join(sorted(scopes))}.",
+                    id="ferrox_stats.W012",
+                )
+            )
+        elif rate is not None:
+            try:
+                parse_rate(rate)
+            except ValueError as exc:
+                messages.append(
+                    Error(
+                        f"FERROX_STATS['THROTTLE_RATES'][{scope!r}] must be a rate like "
+                        "'600/minute' or None.",
+                        hint=f"{exc}; None leaves the scope unthrottled.",
+                        id="ferrox_stats.E012",
+                    )
+                )
+    return messages
+
+
+def _check_public_endpoints(names: Any) -> list[CheckMessage]:
+    if isinstance(names, str) or not isinstance(names, list | tuple | set | frozenset):
+        return [
+            Error(
+                "FERROX_STATS['PUBLIC_ENDPOINTS'] must be a list of endpoint names.",
+                hint=f'Got {names!r}; e.g. ["stats"] (a bare string is not a list).',
+                id="ferrox_stats.E013",
+            )
+        ]
+    unknown = [name for name in names if name not in PUBLIC_NAMES]
+    if not unknown:
+        return []
+    return [
+        Error(
+            f"FERROX_STATS['PUBLIC_ENDPOINTS'] names unknown endpoints: "
+            f"{', '.join(map(repr, unknown))}.",
+            hint=f"Names that can be public: {', '.join(PUBLIC_NAMES)} (never ingest).",
+            id="ferrox_stats.E014",
+        )
+    ]
+
+
+def settings_errors() -> list[CheckMessage]:
+    """The errors (not warnings) ``check_settings`` finds: settings the app cannot run
+    with. Cheap: no database, no network."""
+    return [message for message in check_settings() if message.level >= ERROR]
+
+
+def validate_settings() -> None:
+    """Raise ``ImproperlyConfigured`` with the checks' messages if ``FERROX_STATS`` has
+    an error: what a server runs at startup (``ferrox_stats.asgi.wrap``,
+    ``ferrox_stats.wsgi.wrap``), since servers run no system checks."""
+    if errors := settings_errors():
+        raise ImproperlyConfigured(describe(errors))
+
+
+def describe(messages: list[CheckMessage]) -> str:
+    """The messages as ``manage.py check`` words them, one per line."""
+    return "Invalid FERROX_STATS settings:\n" + "\n".join(
+        f"{message.id}: {message.msg} HINT: {message.hint}" for message in messages
+    )

@@ -46,6 +46,7 @@ __all__ = [
     "Tracker",
     "get_recorder",
     "reset",
+    "shutdown",
     "track",
 ]
 
@@ -72,7 +73,8 @@ class RecordSink(Protocol):
     """Where finished records go after the ring: the archive plugs in here.
 
     ``submit`` is called on the request path, so it must not block (hand the record
-    to a bounded queue and return).
+    to a bounded queue and return). A sink may also have ``close(deadline_s=None, *,
+    drain=True)`` (stop, writing what is queued unless ``drain=False``) and ``health()``.
     """
 
     def submit(self, seq: int, record: Record) -> object: ...
@@ -185,8 +187,14 @@ class Recorder:
                 sink.submit(seq, record)
             except Exception:
                 # The request path never fails because the archive did; the sink
-                # counts its own drops, this counts a sink that broke its contract.
+                # counts its own drops, this counts a sink that broke its contract
+                # (logged the first time, with its traceback).
                 self.sink_errors += 1
+                if self.sink_errors == 1:
+                    logger.exception(
+                        "ferrox_stats: the archive sink raised; the record is kept in "
+                        "memory only (later failures are only counted, in sink_errors)"
+                    )
         return seq
 
     def ingested(self, record: Record) -> int:
@@ -225,28 +233,56 @@ _clock_override: Clock | None = None
 
 
 def _build(clock: Clock | None) -> Recorder:
+    """The recorder the settings describe. It never raises: it is built on the host's
+    request path (the first ``track()``). With settings the checks refuse, it is a
+    recorder with the defaults and no archive, and the checks' messages are logged as
+    an error; a sink that cannot be built is left out, logged too."""
     from django.utils.module_loading import import_string
 
-    from .conf import conf
+    from .checks import describe, settings_errors
+    from .conf import DEFAULTS, conf
 
-    replica = conf.REPLICA
+    try:
+        errors = settings_errors()
+        replica = conf.REPLICA
+    except Exception:
+        logger.exception("ferrox_stats: could not read FERROX_STATS")
+        errors, replica = [], "local"
+    if errors:
+        logger.error(
+            "%s\nRecording in memory only, with the defaults, until the settings are fixed.",
+            describe(errors),
+        )
+        return Recorder(replica=replica, clock=clock)
     instance = new_instance_id(replica)
     sink: RecordSink | None = None
     if conf.ARCHIVE_SINK:
-        factory: Callable[..., RecordSink] = import_string(conf.ARCHIVE_SINK)
-        sink = factory(instance=instance)
-    return Recorder(
-        capacity=conf.RING_CAPACITY,
-        max_page=conf.MAX_PAGE,
-        window_s=conf.RATE_WINDOW_S,
-        sample_cap=conf.RATE_SAMPLE_CAP,
-        min_span_s=conf.RATE_MIN_SPAN_S,
-        gauge_max_age_s=conf.GAUGE_MAX_AGE_S,
-        replica=replica,
-        clock=clock,
-        sink=sink,
-        instance=instance,
-    )
+        try:
+            factory: Callable[..., RecordSink] = import_string(conf.ARCHIVE_SINK)
+            sink = factory(instance=instance)
+        except Exception:
+            logger.exception(
+                "ferrox_stats: the ARCHIVE_SINK %r could not be built; recording in memory only",
+                conf.ARCHIVE_SINK,
+            )
+    try:
+        return Recorder(
+            capacity=conf.RING_CAPACITY,
+            max_page=conf.MAX_PAGE,
+            window_s=conf.RATE_WINDOW_S,
+            sample_cap=conf.RATE_SAMPLE_CAP,
+            min_span_s=conf.RATE_MIN_SPAN_S,
+            gauge_max_age_s=conf.GAUGE_MAX_AGE_S,
+            replica=replica,
+            clock=clock,
+            sink=sink,
+            instance=instance,
+        )
+    except Exception:
+        # Settings the checks let through and the core still refuses: a bug of ours,
+        # which the host's requests must not pay for.
+        logger.exception("ferrox_stats: recording in memory only, with the defaults")
+        return Recorder(capacity=DEFAULTS["RING_CAPACITY"], replica=replica, clock=clock, sink=sink)
 
 
 def get_recorder() -> Recorder:
@@ -263,17 +299,44 @@ def get_recorder() -> Recorder:
         return _recorder
 
 
-def reset(clock: Clock | None = None) -> Recorder:
+def reset(clock: Clock | None = None, *, flush: bool = False) -> Recorder:
     """Replace this process's recorder with a fresh one (tests; settings changed).
 
-    ``clock`` is used by this and every later rebuild until the next ``reset()``.
+    The old recorder's archive writer is stopped first (its thread joined, its database
+    connection closed): what it still queues is written with ``flush=True`` and
+    dropped otherwise. ``clock`` is used by this and every later rebuild until the
+    next ``reset()``.
     """
     global _recorder, _recorder_pid, _clock_override
     with _lock:
+        _stop(flush)
         _clock_override = clock
         _recorder = _build(clock)
         _recorder_pid = os.getpid()
         return _recorder
+
+
+def shutdown(*, flush: bool = True) -> None:
+    """Stop this process's recorder, if it has one: its archive writer stops (writing
+    what is queued with ``flush``, dropping it without) and holds no database
+    connection any more. The next ``track()`` builds a new recorder."""
+    global _recorder, _recorder_pid
+    with _lock:
+        _stop(flush)
+        _recorder = None
+        _recorder_pid = None
+
+
+def _stop(flush: bool) -> None:
+    # A recorder inherited through fork() is the parent's: its thread is not here.
+    if _recorder is None or _recorder_pid != os.getpid():
+        return
+    close = getattr(_recorder.sink, "close", None)
+    if callable(close):
+        try:
+            close() if flush else close(drain=False)
+        except Exception:
+            logger.warning("ferrox_stats: the archive sink failed to close", exc_info=True)
 
 
 def track(

@@ -6,8 +6,10 @@ import threading
 
 from django.core.wsgi import get_wsgi_application
 
+from ferrox_stats.wsgi import wrap
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-application = get_wsgi_application()
+application = wrap(get_wsgi_application())  # invalid FERROX_STATS: no start
 
 # runserver dies on SIGTERM without running atexit, so the archive's write-behind queue
 # would not drain; exit through the interpreter instead. Only where nobody handles

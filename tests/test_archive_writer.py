@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection
 
 from ferrox_stats import live
 from ferrox_stats.archive import writer as writer_module
@@ -182,3 +184,116 @@ def test_the_recorder_hands_every_tracked_request_to_the_archive(
     finally:
         sink.close(deadline_s=30)
         live.reset()
+
+
+# -- the thread's connection, reset, shutdown, signals --------------------------------------
+
+ARCHIVING = {
+    "REPLICA": "test-replica",
+    "ARCHIVE_SINK": "ferrox_stats.archive.writer.from_settings",
+    "ARCHIVE_FLUSH_INTERVAL_S": 3600,
+}
+
+
+def other_sessions_writing_the_archive() -> int:
+    """Sessions on this test database, other than the test's own, whose last statement
+    touched the archive's table (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND query ILIKE %s",
+            ["%ferrox_stats_finishedrequest%"],
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="counts PostgreSQL sessions")
+@pytest.mark.django_db(transaction=True)
+def test_an_idle_writer_gives_its_connection_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Persistent connections, as hosts configure them: the thread is on its own.
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", None)
+    writer = ArchiveWriter(instance="idle", batch_size=1, interval_s=0.05)
+    try:
+        writer.submit(0, make_record())
+        assert writer.wait_until_drained(timeout_s=30)
+        # Nothing more to write: within a few intervals the thread holds no connection
+        # (it used to keep it until the process exited).
+        with writer._lock:
+            closed = writer._written.wait_for(
+                lambda: other_sessions_writing_the_archive() == 0, timeout=30
+            )
+        assert closed
+        assert writer.running
+    finally:
+        writer.close(deadline_s=30)
+    assert FinishedRequest.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("flush", [True, False])
+def test_reset_stops_the_old_writer_writing_or_dropping_its_queue(
+    settings: Any, flush: bool
+) -> None:
+    settings.FERROX_STATS = {**ARCHIVING, "ARCHIVE_BATCH_SIZE": 1000}
+    old = live.reset()
+    sink = old.sink
+    assert isinstance(sink, ArchiveWriter)
+    try:
+        for n in range(3):
+            with old.track(model="m", request_id=f"queued-{n}") as t:
+                t.finish(status=200)
+        assert sink.running and sink.health().pending == 3
+        new = live.reset(flush=flush)
+        assert new is not old
+        assert not sink.running  # the thread was joined, not leaked
+        health = sink.health()
+        assert health.pending == 0
+        assert_identity(health)
+        if flush:
+            assert (health.persisted, health.dropped) == (3, {})
+            assert FinishedRequest.objects.count() == 3
+        else:
+            assert (health.persisted, health.dropped) == (0, {"closed": 3})
+            assert FinishedRequest.objects.count() == 0
+    finally:
+        live.shutdown(flush=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_shutdown_stops_the_recorder_and_the_next_track_builds_a_new_one(settings: Any) -> None:
+    settings.FERROX_STATS = ARCHIVING
+    first = live.reset()
+    try:
+        with live.track(model="m") as t:
+            t.finish(status=200)
+        sink = first.sink
+        assert isinstance(sink, ArchiveWriter) and sink.running
+        live.shutdown(flush=True)
+        assert not sink.running
+        assert FinishedRequest.objects.count() == 1
+        assert live.get_recorder() is not first
+    finally:
+        live.shutdown(flush=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tracking_from_the_main_thread_leaves_the_signal_handlers_alone(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    settings.FERROX_STATS = ARCHIVING
+    # As in a fresh process (``manage.py shell``, a host's command): SIGTERM untouched.
+    monkeypatch.setattr(writer_module, "_sigterm_installed", False, raising=False)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    interrupt = signal.getsignal(signal.SIGINT)
+    try:
+        recorder = live.reset()
+        with live.track(model="m") as t:
+            t.finish(status=200)
+        assert isinstance(recorder.sink, ArchiveWriter) and recorder.sink.running
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) is interrupt
+    finally:
+        live.shutdown(flush=False)
+        signal.signal(signal.SIGTERM, previous)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from ferrox_stats.checks import check_settings
+from ferrox_stats.checks import PUBLIC_NAMES, check_settings, validate_settings
 
 
 def ids(settings: Any, value: Any) -> list[str]:
@@ -161,3 +163,98 @@ def test_e011_the_auth_failure_rate_is_a_drf_rate_or_none(settings: Any, value: 
 @pytest.mark.parametrize("value", ["5/second", "100/hour", None])
 def test_good_auth_failure_rates_pass(settings: Any, value: Any) -> None:
     assert ids(settings, {"AUTH_FAILURE_RATE": value}) == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "600/minute",
+        ["600/minute"],
+        {"ferrox_stats_history": "lots"},
+        {"ferrox_stats_ingest": 600},
+        {"ferrox_stats_history": "0/minute"},
+    ],
+)
+def test_e012_throttle_rates_is_a_dict_of_drf_rates(settings: Any, value: Any) -> None:
+    assert ids(settings, {"THROTTLE_RATES": value}) == ["ferrox_stats.E012"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, None, {"ferrox_stats_history": None}, {"ferrox_stats_ingest": "10/s"}],
+)
+def test_good_throttle_rates_pass(settings: Any, value: Any) -> None:
+    assert ids(settings, {"THROTTLE_RATES": value}) == []
+
+
+def test_w012_an_unknown_throttle_scope_is_named(settings: Any) -> None:
+    settings.FERROX_STATS = {"THROTTLE_RATES": {"ferrox_stats_histroy": "1/minute"}}
+    [message] = check_settings()
+    assert message.id == "ferrox_stats.W012"
+    assert "'ferrox_stats_histroy'" in message.msg
+
+
+@pytest.mark.parametrize("value", ["stats", None, 3, {"stats": True}])
+def test_e013_public_endpoints_is_a_list(settings: Any, value: Any) -> None:
+    assert ids(settings, {"PUBLIC_ENDPOINTS": value}) == ["ferrox_stats.E013"]
+
+
+@pytest.mark.parametrize("value", [["stats", "statz"], ["ingest"], ("Stats",)])
+def test_e014_public_endpoints_names_only_endpoints_that_can_be_public(
+    settings: Any, value: Any
+) -> None:
+    settings.FERROX_STATS = {"PUBLIC_ENDPOINTS": value}
+    [message] = check_settings()
+    assert message.id == "ferrox_stats.E014"
+    assert repr(value[-1]) in message.msg
+
+
+def test_every_readable_endpoint_can_be_named_public(settings: Any) -> None:
+    import inspect
+
+    from ferrox_stats.api import schema, views
+
+    names = {
+        cls.endpoint_name
+        for module in (views, schema)
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if getattr(cls, "endpoint_name", "") and cls.__module__ == module.__name__
+    }
+    assert names - {"ingest"} == set(PUBLIC_NAMES)
+    assert ids(settings, {"PUBLIC_ENDPOINTS": sorted(PUBLIC_NAMES)}) == []
+
+
+# -- startup validation: servers run no system checks ------------------------------------
+
+# The examples, and what each check says.
+INVALID = [
+    ({"ARCHIVE_SINK": "nope.module.fn"}, "ferrox_stats.E007"),
+    ({"GAUGE_MAX_AGE_S": -1}, "ferrox_stats.E005"),
+    ({"RING_CAPACITY": 0, "MAX_PAGE": 1}, "ferrox_stats.E002"),
+    ({"THROTTLE_RATES": {"ferrox_stats_history": "lots"}}, "ferrox_stats.E012"),
+    ({"PUBLIC_ENDPOINTS": "stats"}, "ferrox_stats.E013"),
+]
+
+
+@pytest.mark.parametrize(("value", "check_id"), INVALID)
+def test_invalid_settings_stop_a_server_wrapping_its_application(
+    settings: Any, value: dict[str, Any], check_id: str
+) -> None:
+    from ferrox_stats import asgi, wsgi
+
+    settings.FERROX_STATS = value
+    message = next(m for m in check_settings() if m.id == check_id).msg
+    with pytest.raises(ImproperlyConfigured, match=re.escape(f"{check_id}: {message}")):
+        validate_settings()
+    with pytest.raises(ImproperlyConfigured, match=re.escape(check_id)):
+        asgi.wrap(lambda scope, receive, send: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ImproperlyConfigured, match=re.escape(check_id)):
+        wsgi.wrap(object())
+
+
+def test_warnings_alone_do_not_stop_a_server(settings: Any) -> None:
+    from ferrox_stats import wsgi
+
+    settings.FERROX_STATS = {"RING_CAPACTY": 8, "THROTTLE_RATES": {"other": "1/s"}}
+    app = object()
+    assert wsgi.wrap(app) is app

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from ferrox_stats import live
+from ferrox_stats.conf import DEFAULTS
 from ferrox_stats.core.requests import Record
 from tests.conftest import FakeClock
 
@@ -363,3 +366,80 @@ def test_eight_threads_of_tracked_requests_keep_every_counter_exact() -> None:
     assert snapshot.prompt_tokens_total == 2 * total
     assert snapshot.completion_tokens_total == total
     assert recorder.stats.recorded_total == total
+
+
+# -- telemetry never raises into the host's code ------------------------------------------
+
+
+def track_one(model: str) -> None:
+    """What a host's inference view does."""
+    with live.track(route="/v1/chat/completions", model=model) as t:
+        t.tokens(completion=1)
+        t.finish(status=200)
+
+
+@pytest.mark.parametrize(
+    ("value", "check_id"),
+    [
+        ({"ARCHIVE_SINK": "nope.module.fn"}, "ferrox_stats.E007"),
+        ({"GAUGE_MAX_AGE_S": -1}, "ferrox_stats.E005"),
+        ({"RING_CAPACITY": 0, "MAX_PAGE": 1}, "ferrox_stats.E002"),
+    ],
+)
+def test_invalid_settings_never_fail_the_hosts_request(
+    settings: Any, caplog: pytest.LogCaptureFixture, value: dict[str, Any], check_id: str
+) -> None:
+    settings.FERROX_STATS = {"REPLICA": "test-replica", **value}
+    live.shutdown(flush=False)
+    try:
+        with caplog.at_level(logging.ERROR, logger="ferrox_stats.live"):
+            track_one("m")
+            track_one("m")
+        # Recorded in memory, with the defaults, and said once, with the check's words.
+        recorder = live.get_recorder()
+        assert recorder.stats.recorded_total == 2
+        assert recorder.sink is None
+        assert recorder.stats.ring.capacity == DEFAULTS["RING_CAPACITY"]
+        [logged] = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert check_id in logged.getMessage()
+    finally:
+        live.reset()
+
+
+def refusing_sink(*, instance: str) -> live.RecordSink:
+    raise RuntimeError("the archive's alias is gone")
+
+
+def test_a_sink_that_cannot_be_built_leaves_recording_in_memory(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.FERROX_STATS = {
+        "REPLICA": "test-replica",
+        "RING_CAPACITY": 8,
+        "MAX_PAGE": 4,
+        "ARCHIVE_SINK": f"{__name__}.refusing_sink",
+    }
+    live.shutdown(flush=False)
+    try:
+        with caplog.at_level(logging.ERROR, logger="ferrox_stats.live"):
+            track_one("m")
+        recorder = live.get_recorder()
+        assert (recorder.sink, recorder.stats.recorded_total) == (None, 1)
+        assert recorder.stats.ring.capacity == 8  # the rest of the settings hold
+        assert "could not be built" in caplog.text
+        assert "the archive's alias is gone" in caplog.text
+    finally:
+        live.reset()
+
+
+def test_a_sink_that_raises_is_logged_once_and_counted(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = live.Recorder(clock=clock, sink=BrokenSink())
+    with caplog.at_level(logging.WARNING, logger="ferrox_stats.live"):
+        for _ in range(3):
+            with recorder.track() as t:
+                t.finish(status=200)
+    assert (recorder.sink_errors, recorder.stats.recorded_total) == (3, 3)
+    [logged] = caplog.records
+    assert logged.exc_info is not None and isinstance(logged.exc_info[1], OSError)

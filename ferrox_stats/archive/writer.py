@@ -5,8 +5,16 @@ record and counts it). A background thread, started lazily on the first submit (
 after any fork, never in ``ready()``), writes a batch when one fills or an interval
 passes. A record leaves the queue only after its batch committed; a batch that could
 not commit stays at the head and is retried with backoff, and the database is probed
-meanwhile so the batch goes as soon as it answers again (``retry.py``). On interpreter exit the
-queue is drained within a deadline. At every instant::
+meanwhile so the batch goes as soon as it answers again (``retry.py``). On interpreter exit
+(``atexit``) and at ASGI lifespan shutdown (``ferrox_stats.asgi.wrap``) the queue is drained
+within a deadline; the writer takes no signal handler: the server's own SIGTERM handling
+(a clean exit, or the lifespan) is what leads there.
+
+The thread holds a database connection only while it has work: it closes it after an
+interval with nothing to write, after a failed batch, and when it stops. (Django's
+``CONN_MAX_AGE`` is applied by request signals, which this thread never sees; a
+connection per batch would be the other extreme, a new connection every second.) At
+every instant::
 
     accepted == persisted + pending + dropped (by reason) + dead_lettered
 """
@@ -15,15 +23,13 @@ from __future__ import annotations
 
 import atexit
 import logging
-import signal
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
 
-from django.db import close_old_connections, connections
+from django.db import connections
 
 from ..core.requests import Record
 from .batch import write_batch
@@ -212,7 +218,6 @@ class ArchiveWriter:
             )
             self._thread.start()
         atexit.register(self.close)
-        _install_sigterm_exit()
 
     def _run(self) -> None:
         retry = Retry(self.retry_max_s, self.probe_s)
@@ -231,10 +236,15 @@ class ArchiveWriter:
                 with self._lock:
                     if len(self._queue) < self.batch_size and not self._stopping.is_set():
                         self._wake.wait(self.interval_s)
+                    idle = not self._queue
+                if idle:
+                    # A whole interval with nothing to write: give the connection back,
+                    # so an idle process holds none (a test database can be dropped).
+                    self._close_connection()
+                    continue
             if self._stopping.is_set():
                 break
             try:
-                close_old_connections()
                 while self.flush_once() == self.batch_size and not self._stopping.is_set():
                     pass
                 retry.succeeded()
@@ -244,7 +254,13 @@ class ArchiveWriter:
                     exc_info=True,
                 )
                 retry.failed(self._monotonic())
-        connections.close_all()
+        self._close_connection()
+
+    def _close_connection(self) -> None:
+        """Close this thread's connection to the archive's database, if it has one."""
+        connection = connections[self.using]
+        if connection.connection is not None and not connection.in_atomic_block:
+            connection.close()
 
     def probe(self) -> bool:
         """Whether the archive's database answers (a connection and ``SELECT 1``)."""
@@ -259,11 +275,14 @@ class ArchiveWriter:
                 connection.close()
             return False
 
-    def close(self, deadline_s: float | None = None) -> bool:
+    def close(self, deadline_s: float | None = None, *, drain: bool = True) -> bool:
         """Stop the thread, drain the queue within the deadline, count what is left.
 
         Returns whether everything was written. Records still pending at the deadline
-        are counted as dropped by ``shutdown_deadline``; later submits are too.
+        are counted as dropped by ``shutdown_deadline``; later submits are too. With
+        ``drain=False`` (a test's teardown) nothing more is written: the thread finishes
+        the batch it is writing and what is still queued is dropped as ``closed``.
+        Either way the thread's database connection is closed once it has stopped.
         """
         deadline = self._monotonic() + (
             self.shutdown_deadline_s if deadline_s is None else deadline_s
@@ -271,9 +290,17 @@ class ArchiveWriter:
         with self._lock:
             self._stopping.set()
             self._wake.notify_all()
+        atexit.unregister(self.close)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - self._monotonic()))
+        if not drain:
+            with self._write_lock, self._lock:
+                left = len(self._queue)
+                self._queue.clear()
+                if left:
+                    self._dropped[CLOSED] = self._dropped.get(CLOSED, 0) + left
+            return left == 0
         emptied = self.drain(max(0.0, deadline - self._monotonic()))
         if not emptied:
             with self._lock:
@@ -283,27 +310,11 @@ class ArchiveWriter:
             logger.error("ferrox_stats: %d records not archived before the shutdown deadline", left)
         return emptied
 
-
-_sigterm_installed = False
-
-
-def _install_sigterm_exit() -> None:
-    """Make SIGTERM exit through the interpreter (so ``atexit`` drains the queue).
-
-    Only where nobody handles SIGTERM yet and only from the main thread: servers that
-    handle it themselves (gunicorn, uvicorn) already exit cleanly, running ``atexit``.
-    """
-    global _sigterm_installed
-    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
-        return
-    _sigterm_installed = True
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, exit_on_sigterm)
+    @property
+    def running(self) -> bool:
+        """Whether the background thread is alive."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
 
 def from_settings(instance: str | None = None) -> ArchiveWriter:
