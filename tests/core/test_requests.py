@@ -191,3 +191,14 @@ def test_encodable_replaces_each_lone_surrogate_and_keeps_the_rest() -> None:
 def test_a_decode_rate_too_large_for_a_float_is_not_a_measurement() -> None:
     assert decode_tps(Record(completion_tokens=100, decode_ms=5e-324)) is None
     assert decode_tps(Record(completion_tokens=3, decode_ms=1e-300)) == 2e303
+
+
+@pytest.mark.parametrize(
+    "field",
+    # Every field the record declares as text (ForwardRef under postponed annotations).
+    [f for f, kind in Record.__annotations__.items() if "str" in str(kind)],
+)
+def test_encodable_finds_a_lone_surrogate_in_every_text_field(field: str) -> None:
+    # The ASCII fast path must cover each text field, or one would pass unchecked.
+    dirty = Record(status=200, **{field: "x\udfff"})
+    assert getattr(encodable(dirty), field) == "x\ufffd"
