@@ -2,24 +2,43 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.settings import SPECTACULAR_DEFAULTS
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .views import FerroxView, documented
+from .base import FerroxView, documented
+from .openapi import AppSchemaGenerator
 
+
+def _app_version() -> str:
+    try:
+        return version("ferrox-stats")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+# Every drf-spectacular setting, at drf-spectacular's default unless named below: the
+# host's SPECTACULAR_SETTINGS (title, version, hooks, enum overrides, path prefix…)
+# describe the host's API, not this one. SERVE_* and the generator are the view's own.
 SCHEMA_SETTINGS = {
+    **{
+        key: value
+        for key, value in SPECTACULAR_DEFAULTS.items()
+        if not key.startswith("SERVE_") and key != "DEFAULT_GENERATOR_CLASS"
+    },
     "TITLE": "ferrox_stats API",
     "DESCRIPTION": (
         "Serving telemetry of an LLM control plane: the ring's since-cursor, live stats, "
         "the archive's history and ingest. Every endpoint needs a staff session or an "
         "API token (`Authorization: Bearer fxs_…`) unless the deployment opened it."
     ),
-    "VERSION": "1",
+    "VERSION": _app_version(),
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["ferrox_stats.api.schema.only_this_app"],
 }
@@ -47,6 +66,13 @@ class SchemaView(FerroxView, SpectacularAPIView):
     endpoint_name = "schema"
     renderer_classes = SpectacularAPIView.renderer_classes
     custom_settings = SCHEMA_SETTINGS
+    generator_class = AppSchemaGenerator
+    urlconf = None  # the project's, narrowed to this app by only_this_app
+    serve_public = True  # access is EndpointAccess's, as for every endpoint
+    api_version = None
+
+    def _get_version_parameter(self, request: Request) -> None:
+        return None  # the app's API is unversioned, whatever ?version= or the host say
 
     # drf-spectacular decorates its own get() with a schema built on DRF's
     # DEFAULT_SCHEMA_CLASS; in a project that leaves that setting alone, describing
