@@ -13,6 +13,7 @@ router.register("notes", views.NoteViewSet)
 
 urlpatterns = [
     path("stats", views.StatsView.as_view(), name="stats"),
+    path("infer", views.InferView.as_view(), name="infer"),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("", include(router.urls)),
 ]

@@ -8,6 +8,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ferrox_stats import live
+
 from .models import Note
 from .serializers import ErrorSerializer, NoteSerializer, StatsSerializer
 
@@ -21,3 +23,13 @@ class StatsView(APIView):
 class NoteViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
     queryset = Note.objects.order_by("id")
     serializer_class = NoteSerializer
+
+
+class InferView(APIView):
+    """The host's own inference endpoint, recording through the app's in-process API."""
+
+    def post(self, request: Request, version: str | None = None) -> Response:
+        with live.track(route="/host/infer", model="host-model") as tracked:
+            tracked.tokens(prompt=5, completion=2)
+            tracked.finish(status=200, finish_reason="stop")
+        return Response({"ok": True})
