@@ -21,9 +21,12 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
-from . import errors, openapi
+from . import errors
 from .authentication import BearerTokenAuthentication
+from .openapi import AppOnlySchema, documented
 from .permissions import READ, EndpointAccess
+
+__all__ = ["FerroxContentNegotiation", "FerroxJSONRenderer", "FerroxView", "documented"]
 
 
 class FerroxJSONRenderer(JSONRenderer):
@@ -62,12 +65,7 @@ class FerroxView(APIView):
     access_scope = READ
     endpoint_name = ""
     # Described in the app's own schema only, unless the host opts in (openapi.py).
-    schema = openapi.AppOnlySchema()
+    schema = AppOnlySchema()
 
     def get_exception_handler(self) -> Any:
         return errors.handle
-
-
-def documented(**kwargs: Any) -> Any:
-    """``extend_schema`` on the app's AutoSchema, whatever DEFAULT_SCHEMA_CLASS says."""
-    return openapi.documented(**kwargs)

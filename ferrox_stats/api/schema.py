@@ -8,11 +8,10 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.settings import SPECTACULAR_DEFAULTS
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from .base import FerroxView, documented
+from .base import FerroxJSONRenderer, FerroxView, documented
 from .openapi import AppSchemaGenerator
 
 
@@ -87,7 +86,7 @@ class SchemaView(FerroxView, SpectacularAPIView):
 class SwaggerView(FerroxView, SpectacularSwaggerView):
     endpoint_name = "docs"
     # HTML for browsers; a client asking for JSON gets its errors as JSON like elsewhere.
-    renderer_classes = [*SpectacularSwaggerView.renderer_classes, JSONRenderer]
+    renderer_classes = [*SpectacularSwaggerView.renderer_classes, FerroxJSONRenderer]
     url_name = "ferrox_stats:schema"
     title = "ferrox_stats API"
 

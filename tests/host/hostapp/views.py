@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import viewsets
 from rest_framework.request import Request
@@ -28,6 +29,7 @@ class NoteViewSet(viewsets.ModelViewSet):  # type: ignore[type-arg]
 class InferView(APIView):
     """The host's own inference endpoint, recording through the app's in-process API."""
 
+    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
     def post(self, request: Request, version: str | None = None) -> Response:
         with live.track(route="/host/infer", model="host-model") as tracked:
             tracked.tokens(prompt=5, completion=2)
