@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.settings import SPECTACULAR_DEFAULTS
+from drf_spectacular.settings import SPECTACULAR_DEFAULTS, patched_settings
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -92,7 +92,9 @@ class SwaggerView(FerroxView, SpectacularSwaggerView):
 
     @documented(exclude=True)  # as SchemaView.get
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        response: Response = super().get(request, *args, **kwargs)
+        # The page's SWAGGER_UI_* settings are the app's too, not the project's.
+        with patched_settings(SCHEMA_SETTINGS):
+            response: Response = super().get(request, *args, **kwargs)
         return response
 
     # Swagger UI's files come from drf-spectacular-sidecar, whatever the project's setting.

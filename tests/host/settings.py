@@ -100,6 +100,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Host control plane API",
     "VERSION": "7.3.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": False,
+    "SWAGGER_UI_SETTINGS": {"docExpansion": "host-doc-expansion"},
 }
 
 FERROX_STATS = {"REPLICA": "host-replica"}

@@ -56,6 +56,11 @@ class AppEndpointsTest(TestCase):
         names = set(document["components"]["schemas"])
         self.assertTrue(names and all(n.startswith("FerroxStats") for n in names), names)
         self.assertTrue(all(p.startswith(f"{TELEMETRY}/") for p in document["paths"]))
+        # The app's drf-spectacular settings, not the host's (COMPONENT_SPLIT_REQUEST).
+        self.assertIn("FerroxStatsIngestBatchRequest", names)
+        docs = self.token.get(f"{TELEMETRY}/v1/docs").content.decode()
+        self.assertIn("ferrox_stats API", docs)
+        self.assertNotIn("host-doc-expansion", docs)  # the host's SWAGGER_UI_SETTINGS
 
     def test_ingest_answers_per_item(self) -> None:
         body = {"records": [{"request_id": f"h-{n}", "at_ms": 1_767_225_600_000} for n in (1, 2)]}
