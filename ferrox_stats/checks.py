@@ -273,6 +273,16 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
 
+    if not isinstance(values["HOST_SCHEMA"], bool):
+        errors.append(
+            Error(
+                "FERROX_STATS['HOST_SCHEMA'] must be True or False.",
+                hint=f"Got {values['HOST_SCHEMA']!r}; True adds the app's API to the "
+                "project's own drf-spectacular schema.",
+                id="ferrox_stats.E050",
+            )
+        )
+
     rate = values["AUTH_FAILURE_RATE"]
     if rate is not None:
         try:

@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
     # "stats", "admin_stats", "history", "history_detail", "history_export",
     # "schema", "docs". Everything else needs a staff session or a token.
     "PUBLIC_ENDPOINTS": [],
+    # Whether the host project's own drf-spectacular schema describes the app's API
+    # (prefixed names, the "ferrox_stats" tag). False: only the app's schema does.
+    "HOST_SCHEMA": False,
     # Rows a since-cursor poll returns when it does not ask (capped at MAX_PAGE).
     "REQUESTS_DEFAULT_LIMIT": 100,
     # Rows a history page returns when it does not ask, and at most.
@@ -176,6 +179,10 @@ class Settings:
     @property
     def PUBLIC_ENDPOINTS(self) -> frozenset[str]:
         return frozenset(self._get("PUBLIC_ENDPOINTS"))
+
+    @property
+    def HOST_SCHEMA(self) -> bool:
+        return bool(self._get("HOST_SCHEMA"))
 
     @property
     def REQUESTS_DEFAULT_LIMIT(self) -> int:

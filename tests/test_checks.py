@@ -155,6 +155,11 @@ def test_e010_require_key_is_a_boolean(settings: Any, value: Any) -> None:
     assert ids(settings, {"PROXY_REQUIRE_KEY": value}) == ["ferrox_stats.E010"]
 
 
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_e050_host_schema_is_a_boolean(settings: Any, value: Any) -> None:
+    assert ids(settings, {"HOST_SCHEMA": value}) == ["ferrox_stats.E050"]
+
+
 @pytest.mark.parametrize("value", ["0/minute", "20", "20/fortnight", "many/minute", 20, True])
 def test_e011_the_auth_failure_rate_is_a_drf_rate_or_none(settings: Any, value: Any) -> None:
     assert ids(settings, {"AUTH_FAILURE_RATE": value}) == ["ferrox_stats.E011"]

@@ -2,25 +2,43 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from django.apps import apps
 from django.http import HttpResponseBase, HttpResponseNotFound
 from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.settings import SPECTACULAR_DEFAULTS, patched_settings
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .. import access
 from ..extras import DOCS
-from .views import FerroxView, documented
+from .base import FerroxJSONRenderer, FerroxView, documented
+from .openapi import AppSchemaGenerator
 
 # Whoever may read any part of the API may read its description.
 ANY_VIEW = (access.DASHBOARD, access.ARCHIVE)
 
+
+def _app_version() -> str:
+    try:
+        return version("ferrox-stats")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+# Every drf-spectacular setting, at drf-spectacular's default unless named below: the
+# host's SPECTACULAR_SETTINGS (title, version, hooks, enum overrides, path prefix…)
+# describe the host's API, not this one. SERVE_* and the generator are the view's own.
 SCHEMA_SETTINGS = {
+    **{
+        key: value
+        for key, value in SPECTACULAR_DEFAULTS.items()
+        if not key.startswith("SERVE_") and key != "DEFAULT_GENERATOR_CLASS"
+    },
     "TITLE": "ferrox_stats API",
     "DESCRIPTION": (
         "Serving telemetry of an LLM control plane: the ring's since-cursor, live stats, "
@@ -28,7 +46,7 @@ SCHEMA_SETTINGS = {
         "permission or an API token (`Authorization: Bearer fxs_…`) unless the deployment "
         "opened it."
     ),
-    "VERSION": "1",
+    "VERSION": _app_version(),
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["ferrox_stats.api.schema.only_this_app"],
 }
@@ -68,6 +86,13 @@ class SchemaView(FerroxView, SpectacularAPIView):
     session_permissions = ANY_VIEW
     renderer_classes = SpectacularAPIView.renderer_classes
     custom_settings = SCHEMA_SETTINGS
+    generator_class = AppSchemaGenerator
+    urlconf = None  # the project's, narrowed to this app by only_this_app
+    serve_public = True  # access is EndpointAccess's, as for every endpoint
+    api_version = None
+
+    def _get_version_parameter(self, request: Request) -> None:
+        return None  # the app's API is unversioned, whatever ?version= or the host say
 
     # drf-spectacular decorates its own get() with a schema built on DRF's
     # DEFAULT_SCHEMA_CLASS; in a project that leaves that setting alone, describing
@@ -83,7 +108,7 @@ class SwaggerView(FerroxView, SpectacularSwaggerView):
     endpoint_name = "docs"
     session_permissions = ANY_VIEW
     # HTML for browsers; a client asking for JSON gets its errors as JSON like elsewhere.
-    renderer_classes = [*SpectacularSwaggerView.renderer_classes, JSONRenderer]
+    renderer_classes = [*SpectacularSwaggerView.renderer_classes, FerroxJSONRenderer]
     url_name = "ferrox_stats:schema"
     title = "ferrox_stats API"
 
@@ -93,7 +118,9 @@ class SwaggerView(FerroxView, SpectacularSwaggerView):
         # under manifest storage): say what is missing instead.
         if not apps.is_installed(DOCS):
             return HttpResponseNotFound(DOCS_MISSING, content_type="text/plain; charset=utf-8")
-        response: Response = super().get(request, *args, **kwargs)
+        # The page's SWAGGER_UI_* settings are the app's too, not the project's.
+        with patched_settings(SCHEMA_SETTINGS):
+            response: Response = super().get(request, *args, **kwargs)
         return response
 
     # Swagger UI's files come from drf-spectacular-sidecar, whatever the project's setting.

@@ -7,6 +7,8 @@ the shape, and the schema tests hold the documents to it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from ..models import OUTCOMES
@@ -167,10 +169,21 @@ class IngestBatchSerializer(S.Serializer):
     gauges = GaugesSerializer(required=False, allow_null=True)
 
 
+class NamedChoiceField(S.ChoiceField):
+    """Choices described as their own ``FerroxStats<component_name>`` schema component
+    (drf-spectacular would name an inline enum after the field, e.g. ``StatusEnum``)."""
+
+    def __init__(self, *, component_name: str, **kwargs: Any) -> None:
+        self.component_name = component_name
+        super().__init__(**kwargs)
+
+
 class IngestItemResultSerializer(S.Serializer):
     index = S.IntegerField()
     request_id = S.CharField(allow_null=True)
-    status = S.ChoiceField(choices=["accepted", "duplicate", "rejected"])
+    status = NamedChoiceField(
+        choices=["accepted", "duplicate", "rejected"], component_name="IngestItemStatus"
+    )
     reason = S.CharField(allow_null=True, help_text="Why it was rejected; names the field.")
 
 

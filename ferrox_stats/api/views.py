@@ -6,21 +6,17 @@ by ``documents``, ``archive`` or ``ingest``, never here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
 from django.http import StreamingHttpResponse
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from .. import access, documents, live
@@ -30,11 +26,11 @@ from ..conf import conf
 from ..ingest import ACCEPTED, DUPLICATE, REJECTED, describe_name, ingest, string_problem
 from ..models import ApiToken, FinishedRequest
 from . import errors, serializers
-from .authentication import BearerTokenAuthentication, SessionAuthentication
+from .base import FerroxView, documented
 from .filters import HistoryFilter
 from .params import clamped_limit, non_negative_int, only_known
 from .parsers import BoundedJSONParser
-from .permissions import INGEST, READ, EndpointAccess
+from .permissions import INGEST
 from .throttling import FerroxScopedRateThrottle
 
 ERRORS = {
@@ -48,34 +44,6 @@ ERRORS = {
         503: "The database is unreachable (credentials or archive); retry after Retry-After.",
     }.items()
 }
-
-
-class FerroxView(APIView):
-    """Closed by default: token or permitted session, JSON only, one error shape."""
-
-    authentication_classes = [BearerTokenAuthentication, SessionAuthentication]
-    permission_classes = [EndpointAccess]
-    renderer_classes = [JSONRenderer]
-    throttle_classes: Sequence[type[BaseThrottle]] = []
-    access_scope = READ
-    endpoint_name = ""
-    # A session needs one of these (a token needs its scope instead).
-    session_permissions: tuple[str, ...] = (access.DASHBOARD,)
-    # drf-spectacular describes these views whatever the project's DEFAULT_SCHEMA_CLASS.
-    schema = AutoSchema()
-
-    def get_exception_handler(self) -> Any:
-        return errors.handle
-
-
-def documented(**kwargs: Any) -> Any:
-    """``extend_schema`` on drf-spectacular's AutoSchema, whatever DEFAULT_SCHEMA_CLASS says."""
-
-    def decorate(method: Any) -> Any:
-        method.schema = AutoSchema
-        return extend_schema(**kwargs)(method)
-
-    return decorate
 
 
 SINCE = OpenApiParameter("since", int, description="Cursor: the `next_cursor` of the last poll.")

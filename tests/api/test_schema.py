@@ -66,13 +66,13 @@ CHECKS = [
 # Examples per operation with the token: hundreds where a request is cheap; ingest
 # bodies are large and each accepted batch writes, so fewer there.
 EXAMPLES = {
-    "requests": 200,
-    "stats": 200,
-    "admin_stats": 200,
-    "history_list": 200,
-    "history_detail": 200,
-    "history_export": 150,
-    "ingest": 120,
+    "ferrox_stats_requests": 200,
+    "ferrox_stats_stats": 200,
+    "ferrox_stats_admin_stats": 200,
+    "ferrox_stats_history_list": 200,
+    "ferrox_stats_history_detail": 200,
+    "ferrox_stats_history_export": 150,
+    "ferrox_stats_ingest": 120,
 }
 # Without a valid credential every case is refused before any parsing, so fewer
 # suffice: 100 anonymous and 100 with made-up credentials per operation.
@@ -162,7 +162,7 @@ def test_each_route_is_described_with_its_operations_and_responses(
             assert response.get("content"), (method, status)
         for status in ("400", "401", "403"):
             schema = responses[status]["content"]["application/json"]["schema"]
-            assert schema == {"$ref": "#/components/schemas/Error"}
+            assert schema == {"$ref": "#/components/schemas/FerroxStatsError"}
         # No operation offers an anonymous alternative ({}) among its security schemes.
         security = operation["security"]
         assert {"bearerToken": []} in security and {} not in security
@@ -194,8 +194,9 @@ def test_each_route_documents_its_query_parameters(
 
 def test_the_error_document_is_described_as_served(schema_document: dict[str, Any]) -> None:
     schemas = schema_document["components"]["schemas"]
-    assert schemas["Error"]["required"] == ["error"]
-    body = schemas[schemas["Error"]["properties"]["error"]["$ref"].rsplit("/", 1)[-1]]
+    assert schemas["FerroxStatsError"]["required"] == ["error"]
+    error = schemas["FerroxStatsError"]["properties"]["error"]
+    body = schemas[error["$ref"].rsplit("/", 1)[-1]]
     assert set(body["required"]) == {"status", "code", "message"}
     assert set(body["properties"]) == {"status", "code", "message", "fields"}
 
@@ -297,7 +298,12 @@ def fuzz_schema(
 
 
 OPERATION_IDS = sorted(EXAMPLES)
-PAGED = {"requests", "admin_stats", "history_list", "history_detail"}
+PAGED = {
+    "ferrox_stats_requests",
+    "ferrox_stats_admin_stats",
+    "ferrox_stats_history_list",
+    "ferrox_stats_history_detail",
+}
 
 
 def test_every_operation_is_fuzzed(fuzz_schema: Any) -> None:
@@ -317,7 +323,7 @@ def test_fuzzed_requests_get_documented_answers_and_never_a_5xx(
         operation.as_strategy(generation_mode=GenerationMode.POSITIVE),
         operation.as_strategy(generation_mode=GenerationMode.NEGATIVE),
     ]
-    if operation_id == "history_detail":
+    if operation_id == "ferrox_stats_history_detail":
         # Made-up ids are never archived: reach the 200 answer too.
         strategies += [operation.as_strategy(path_parameters={"request_id": i}) for i in KNOWN_IDS]
     strategy = st.one_of(*strategies)
