@@ -15,3 +15,7 @@ class FerroxStatsConfig(AppConfig):
         from .checks import check_settings
 
         checks.register(check_settings, "ferrox_stats")
+        from .mount_checks import check_docs_sidecar, check_routes_reach_the_app
+
+        checks.register(check_routes_reach_the_app, "ferrox_stats", checks.Tags.urls)
+        checks.register(check_docs_sidecar, "ferrox_stats", checks.Tags.urls)
