@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 from django.http import QueryDict
+from django.utils import timezone
 
 from ..archive.queries import Cursor
 from ..archive.rows import MAX_AT_MS, MAX_BIGINT, MIN_AT_MS
@@ -19,8 +20,9 @@ NEWER = "newer"
 MATCHED = ("model", "route", "status", "outcome", "finish_reason", "client", "replica")
 
 
-class UTCDateTimeField(forms.DateTimeField):
-    """A ``datetime-local`` value read as UTC, whatever the project's TIME_ZONE."""
+class ZoneDateTimeField(forms.DateTimeField):
+    """A ``datetime-local`` value read in the active time zone (the one the pages show
+    times in), returned in UTC."""
 
     input_formats = ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
     widget = forms.DateTimeInput(
@@ -30,12 +32,22 @@ class UTCDateTimeField(forms.DateTimeField):
     def to_python(self, value: Any) -> datetime | None:
         if value in self.empty_values:
             return None
-        if isinstance(value, datetime):
-            return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-        # BaseTemporalField tries the formats; DateTimeField would then apply the
-        # current time zone, which is not what the label ("UTC") promises.
-        parsed = forms.fields.BaseTemporalField.to_python(self, value)
-        return None if parsed is None else parsed.replace(tzinfo=UTC)
+        if not isinstance(value, datetime):
+            # BaseTemporalField tries the formats; DateTimeField would also apply the
+            # current time zone, but only when USE_TZ is on.
+            parsed = forms.fields.BaseTemporalField.to_python(self, value)
+            if not isinstance(parsed, datetime):
+                return None
+            value = parsed
+        if value.tzinfo is None:
+            try:
+                value = timezone.make_aware(value, timezone.get_current_timezone())
+            except (OverflowError, ValueError):
+                raise forms.ValidationError(
+                    self.error_messages["invalid"], code="invalid"
+                ) from None
+        moment: datetime = value.astimezone(UTC)
+        return moment
 
 
 def _text(label: str, max_length: int = 200) -> forms.CharField:
@@ -43,8 +55,8 @@ def _text(label: str, max_length: int = 200) -> forms.CharField:
 
 
 class HistoryForm(forms.Form):
-    since = UTCDateTimeField(label="From (UTC)", required=False)
-    until = UTCDateTimeField(label="Until (UTC)", required=False)
+    since = ZoneDateTimeField(label="From", required=False)
+    until = ZoneDateTimeField(label="Until", required=False)
     model = _text("Model")
     route = _text("Route")
     status = forms.IntegerField(label="HTTP status", required=False, min_value=100, max_value=599)
@@ -57,6 +69,12 @@ class HistoryForm(forms.Form):
     direction = forms.ChoiceField(
         required=False, choices=[(OLDER, OLDER), (NEWER, NEWER)], widget=forms.HiddenInput
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        zone = timezone.get_current_timezone_name()
+        self.fields["since"].label = f"From ({zone})"
+        self.fields["until"].label = f"Until ({zone})"
 
     def clean_cursor(self) -> Cursor | None:
         raw = self.cleaned_data.get("cursor")
