@@ -22,6 +22,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.text import capfirst
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from . import tokens
 from .archive.export import csv_lines
@@ -207,7 +208,7 @@ class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[t
     # Exact lookups, not "=field" (``iexact``: UPPER(col) = UPPER(%s) on PostgreSQL,
     # LIKE on SQLite), so the (client, finished_at) and request_id indexes serve them.
     search_fields = ("request_id__exact", "client__exact")
-    search_help_text = "Exact request id or client."
+    search_help_text = gettext_lazy("Exact request id or client.")
     ordering = ("-finished_at", "-id")
     list_per_page = 100
     paginator = CappedCountPaginator
@@ -219,12 +220,18 @@ class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[t
 
     fieldsets = (
         (None, {"fields": ("request_id", "finished_at", "at_ms", "outcome", "status")}),
-        ("Served", {"fields": ("route", "model", "stream", "finish_reason", "aborted", "error")}),
-        ("Tokens", {"fields": ("prompt_tokens", "completion_tokens", "cached_tokens")}),
-        ("Latency (ms)", {"fields": ("queue", "ttft", "duration")}),
-        ("Decode", {"fields": ("decode", "decode_tps", "itl_ms")}),
         (
-            "Provenance",
+            gettext_lazy("Served"),
+            {"fields": ("route", "model", "stream", "finish_reason", "aborted", "error")},
+        ),
+        (
+            gettext_lazy("Tokens"),
+            {"fields": ("prompt_tokens", "completion_tokens", "cached_tokens")},
+        ),
+        (gettext_lazy("Latency (ms)"), {"fields": ("queue", "ttft", "duration")}),
+        (gettext_lazy("Decode"), {"fields": ("decode", "decode_tps", "itl_ms")}),
+        (
+            gettext_lazy("Provenance"),
             {
                 "fields": (
                     "client",
@@ -247,43 +254,43 @@ class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[t
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ArchiveChangeList
 
-    @admin.display(description="tokens in → out")
+    @admin.display(description=gettext_lazy("tokens in → out"))
     def tokens(self, obj: FinishedRequest) -> str:
         def show(n: int | None) -> str:
             return EMPTY if n is None else str(n)
 
         return f"{show(obj.prompt_tokens)} → {show(obj.completion_tokens)}"
 
-    @admin.display(description="at (epoch ms)")
+    @admin.display(description=gettext_lazy("at (epoch ms)"))
     def at_ms(self, obj: FinishedRequest) -> int:
         return datetime_to_at_ms(obj.finished_at)
 
     # The latencies, rounded: a model field's own name would show the raw float.
-    @admin.display(description="queue (ms)")
+    @admin.display(description=gettext_lazy("queue (ms)"))
     def queue(self, obj: FinishedRequest) -> str:
         return _number(obj.queue_ms)
 
-    @admin.display(description="TTFT (ms)")
+    @admin.display(description=gettext_lazy("TTFT (ms)"))
     def ttft(self, obj: FinishedRequest) -> str:
         return _number(obj.ttft_ms)
 
-    @admin.display(description="duration (ms)")
+    @admin.display(description=gettext_lazy("duration (ms)"))
     def duration(self, obj: FinishedRequest) -> str:
         return _number(obj.duration_ms)
 
-    @admin.display(description="decode (ms)")
+    @admin.display(description=gettext_lazy("decode (ms)"))
     def decode(self, obj: FinishedRequest) -> str:
         return _number(obj.decode_ms)
 
-    @admin.display(description="decode tok/s")
+    @admin.display(description=gettext_lazy("decode tok/s"))
     def decode_tps(self, obj: FinishedRequest) -> str:
         return _number(decode_tps(_record(obj)))
 
-    @admin.display(description="ITL (ms)")
+    @admin.display(description=gettext_lazy("ITL (ms)"))
     def itl_ms(self, obj: FinishedRequest) -> str:
         return _number(itl_ms(_record(obj)))
 
-    @admin.action(description="Export selected as CSV", permissions=["view"])
+    @admin.action(description=gettext_lazy("Export selected as CSV"), permissions=["view"])
     def export_csv(
         self, request: HttpRequest, queryset: QuerySet[FinishedRequest]
     ) -> StreamingHttpResponse:
@@ -301,7 +308,7 @@ class FinishedRequestAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[t
 class DeadLetterAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("created_at", "replica", "request_id", "reason")
     search_fields = ("request_id__exact",)
-    search_help_text = "Exact request id."
+    search_help_text = gettext_lazy("Exact request id.")
     ordering = ("-created_at", "-id")
     list_per_page = 100
     paginator = CappedCountPaginator
@@ -309,7 +316,7 @@ class DeadLetterAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[type-a
     fields = ("created_at", "replica", "request_id", "instance", "reason", "payload_pretty")
     readonly_fields = ("payload_pretty",)
 
-    @admin.display(description="payload")
+    @admin.display(description=gettext_lazy("payload"))
     def payload_pretty(self, obj: DeadLetter) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.payload, indent=2, sort_keys=True))
 
@@ -376,7 +383,7 @@ class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             f"The secret of {token.label!r} is shown only now; copy it: {secret}",
         )
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description=gettext_lazy("Revoke selected tokens"))
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         for token in queryset:
             tokens.revoke(token)

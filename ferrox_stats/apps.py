@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.core import checks
+from django.utils.translation import gettext_lazy as _
 
 
 class FerroxStatsConfig(AppConfig):
     name = "ferrox_stats"
-    verbose_name = "Ferrox serving telemetry"
+    verbose_name = _("Ferrox serving telemetry")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -13,6 +13,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from ..archive.rows import MAX_AT_MS, MIN_AT_MS, at_ms_to_datetime, outcome
 from ..core.requests import RECORD_FIELDS, Record
@@ -234,7 +235,7 @@ def row(wire: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _flag(value: bool | None) -> str:
-    return EMPTY if value is None else ("yes" if value else "no")
+    return EMPTY if value is None else (gettext("yes") if value else gettext("no"))
 
 
 def detail(wire: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -242,44 +243,47 @@ def detail(wire: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
     cells = row(wire)
     return [
         (
-            "Request",
+            gettext("Request"),
             [
-                ("Request id", text(wire.get("request_id"))),
-                (f"Finished ({zone_name()})", local_datetime(wire.get("at_ms"))),
-                ("Outcome", cells["outcome_text"]),
-                ("HTTP status", cells["status"]),
-                ("Finish reason", text(wire.get("finish_reason"))),
-                ("Error", text(wire.get("error"))),
+                (gettext("Request id"), text(wire.get("request_id"))),
+                (
+                    gettext("Finished (%(zone)s)") % {"zone": zone_name()},
+                    local_datetime(wire.get("at_ms")),
+                ),
+                (gettext("Outcome"), cells["outcome_text"]),
+                (gettext("HTTP status"), cells["status"]),
+                (gettext("Finish reason"), text(wire.get("finish_reason"))),
+                (gettext("Error"), text(wire.get("error"))),
             ],
         ),
         (
-            "Served",
+            gettext("Served"),
             [
-                ("Route", cells["route"]),
-                ("Model", cells["model"]),
-                ("Stream", _flag(wire.get("stream"))),
-                ("Replica", cells["replica"]),
-                ("Client", text(wire.get("client"))),
-                ("Via API key", text(wire.get("via_api_key"))),
+                (gettext("Route"), cells["route"]),
+                (gettext("Model"), cells["model"]),
+                (gettext("Stream"), _flag(wire.get("stream"))),
+                (gettext("Replica"), cells["replica"]),
+                (gettext("Client"), text(wire.get("client"))),
+                (gettext("Via API key"), text(wire.get("via_api_key"))),
             ],
         ),
         (
-            "Tokens",
+            gettext("Tokens"),
             [
-                ("Prompt", count(wire.get("prompt_tokens"))),
-                ("Completion", count(wire.get("completion_tokens"))),
-                ("Cached", count(wire.get("cached_tokens"))),
+                (gettext("Prompt"), count(wire.get("prompt_tokens"))),
+                (gettext("Completion"), count(wire.get("completion_tokens"))),
+                (gettext("Cached"), count(wire.get("cached_tokens"))),
             ],
         ),
         (
-            "Latency",
+            gettext("Latency"),
             [
-                ("Queue (ms)", decimal(wire.get("queue_ms"))),
-                ("TTFT (ms)", cells["ttft"]),
-                ("Duration (ms)", cells["duration"]),
-                ("Decode (ms)", decimal(wire.get("decode_ms"))),
-                ("Decode tok/s", cells["decode_tps"]),
-                ("ITL (ms)", decimal(wire.get("itl_ms"))),
+                (gettext("Queue (ms)"), decimal(wire.get("queue_ms"))),
+                (gettext("TTFT (ms)"), cells["ttft"]),
+                (gettext("Duration (ms)"), cells["duration"]),
+                (gettext("Decode (ms)"), decimal(wire.get("decode_ms"))),
+                (gettext("Decode tok/s"), cells["decode_tps"]),
+                (gettext("ITL (ms)"), decimal(wire.get("itl_ms"))),
             ],
         ),
     ]
