@@ -1,14 +1,17 @@
-"""The pages in a host project: its time zone, its favicon-less root."""
+"""The pages in a host project: its time zone, its language, its favicon-less root."""
 
 from __future__ import annotations
 
+import gettext
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
 from django.urls import reverse
+from django.utils import translation
 
 from ferrox_stats import live
 from tests.factories import BASE_AT_MS, archive, make_record
@@ -59,3 +62,52 @@ def test_times_show_in_the_projects_time_zone(
     assert "Finished (Europe/Berlin)" in detail
     # The script formats polled times in the same zone.
     assert 'data-time-zone="Europe/Berlin"' in staff_client.get(DASHBOARD).content.decode()
+
+
+# -- translations -----------------------------------------------------------------------
+
+LOCALE = Path(__file__).resolve().parents[2] / "ferrox_stats" / "locale"
+
+
+@pytest.mark.parametrize(
+    ("url", "german"),
+    [
+        (DASHBOARD, ["Live-Telemetrie", "Letzte Anfragen", "In Bearbeitung", "Durchsatz"]),
+        (HISTORY, ["Archivierte Anfragen", "Filter anwenden", "Von (UTC)"]),
+    ],
+)
+def test_the_pages_speak_german_when_german_is_active(
+    staff_client: Client, recorder: live.Recorder, db: None, url: str, german: list[str]
+) -> None:
+    with translation.override("de"):
+        page = staff_client.get(url).content.decode()
+
+    assert '<html lang="de">' in page
+    for text in german:
+        assert text in page
+    assert "Live telemetry" not in page and "Apply filters" not in page
+
+
+def test_a_request_page_and_its_errors_speak_german(
+    staff_client: Client, recorder: live.Recorder, db: None
+) -> None:
+    archive([make_record(request_id="de-1")])
+    with translation.override("de"):
+        detail = staff_client.get(f"{PREFIX}/dashboard/requests/de-1").content.decode()
+        refused = staff_client.get(f"{HISTORY}?since=2026-01-02&until=2026-01-01")
+
+    assert "Anfrage-ID" in detail and "Request id" not in detail
+    assert "Bis muss später als Von sein." in refused.content.decode()
+
+
+def test_the_compiled_catalogue_holds_every_translation_of_the_po_file() -> None:
+    # The .mo is committed so hosts need no gettext: it must not lag the .po.
+    po = (LOCALE / "de" / "LC_MESSAGES" / "django.po").read_text(encoding="utf-8")
+    with (LOCALE / "de" / "LC_MESSAGES" / "django.mo").open("rb") as mo:
+        catalogue = gettext.GNUTranslations(mo)
+    entries = re.findall(r'^(?:msgctxt "(.+)"\n)?msgid "(.+)"\nmsgstr "(.+)"$', po, re.M)
+    assert len(entries) > 100
+    for context, msgid, msgstr in entries:
+        msgid, msgstr = (s.replace('\\"', '"') for s in (msgid, msgstr))
+        found = catalogue.pgettext(context, msgid) if context else catalogue.gettext(msgid)
+        assert found == msgstr
