@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..tracker import Tracker
@@ -25,16 +26,33 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def own_id(data: bytes, answer_id: Any, request_id: str | None) -> bytes:
-    """``data`` (a JSON answer or one SSE event) with the answer's ``"id": answer_id``
-    replaced by ``request_id``; unchanged when either is missing or it is not found."""
+def _unchanged(data: bytes) -> bytes:
+    return data
+
+
+def id_swap(answer_id: Any, request_id: str | None) -> Callable[[bytes], bytes]:
+    """What turns ``data`` (a JSON answer or one SSE event) into the same bytes with
+    the answer's ``"id": answer_id`` replaced by ``request_id``; built once per answer.
+    Data without that id (or no id to replace) passes unchanged."""
     if not isinstance(answer_id, str) or not answer_id or not request_id:
-        return data
+        return _unchanged
     if answer_id == request_id:
-        return data
-    found = re.compile(rb'("id"\s*:\s*)' + re.escape(json.dumps(answer_id).encode()))
+        return _unchanged
+    theirs = json.dumps(answer_id).encode()
+    found = re.compile(rb'("id"\s*:\s*)' + re.escape(theirs))
     ours = json.dumps(request_id).encode()
-    return found.sub(lambda match: match.group(1) + ours, data, count=1)
+
+    def swap(data: bytes) -> bytes:
+        if theirs not in data:  # a substring test first: most events pay no regex
+            return data
+        return found.sub(lambda match: match.group(1) + ours, data, count=1)
+
+    return swap
+
+
+def own_id(data: bytes, answer_id: Any, request_id: str | None) -> bytes:
+    """``data`` with the answer's id replaced by the request's (see ``id_swap``)."""
+    return id_swap(answer_id, request_id)(data)
 
 
 def take_usage(tracker: Tracker, usage: Any) -> None:
@@ -97,13 +115,14 @@ class StreamReader:
     the upstream sends one, makes the totals exact when the stream ends.
     """
 
-    __slots__ = ("_answer_id", "_pending", "_tracker", "done", "forward_usage")
+    __slots__ = ("_pending", "_swap", "_tracker", "done", "forward_usage")
 
     def __init__(self, tracker: Tracker, *, forward_usage: bool) -> None:
         self._tracker = tracker
         self._pending = b""
-        # The upstream's id for this answer (every chunk carries the same one).
-        self._answer_id: Any = None
+        # Gives each event the request's id in place of the upstream's, once the first
+        # chunk has named it (every chunk carries the same one).
+        self._swap: Callable[[bytes], bytes] | None = None
         # False when the pass-through added include_usage: the client never asked.
         self.forward_usage = forward_usage
         # Whether the upstream ended its stream properly ("data: [DONE]").
@@ -119,7 +138,7 @@ class StreamReader:
                 break
             event = buffer[start : end + width]
             if self._read(buffer[start:end]):
-                out.append(own_id(event, self._answer_id, self._tracker.request_id))
+                out.append(self._swap(event) if self._swap else event)
             start = end + width
         self._pending = buffer[start:]
         if start == len(buffer) and len(out) == 1:
@@ -131,7 +150,7 @@ class StreamReader:
         rest, self._pending = self._pending, b""
         if rest.strip():
             self._read(rest)
-        return own_id(rest, self._answer_id, self._tracker.request_id)
+        return self._swap(rest) if self._swap else rest
 
     @staticmethod
     def _next_end(buffer: bytes, start: int) -> tuple[int, int]:
@@ -163,8 +182,8 @@ class StreamReader:
         if "error" in chunk:
             tracker.error = UPSTREAM_STREAM_ERROR
             return True
-        if self._answer_id is None:
-            self._answer_id = chunk.get("id")
+        if self._swap is None:
+            self._swap = id_swap(chunk.get("id"), tracker.request_id)
         if isinstance(model := chunk.get("model"), str):
             tracker.model = model
         choices = chunk.get("choices")
