@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.core import checks
+from django.utils.translation import gettext_lazy as _
 
 
 class FerroxStatsConfig(AppConfig):
     name = "ferrox_stats"
-    verbose_name = "Ferrox serving telemetry"
+    verbose_name = _("Ferrox serving telemetry")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
@@ -16,3 +17,6 @@ class FerroxStatsConfig(AppConfig):
 
         checks.register(check_settings, "ferrox_stats")
         checks.register(check_extras, "ferrox_stats")
+        from .mount_checks import check_routes_reach_the_app
+
+        checks.register(check_routes_reach_the_app, "ferrox_stats", checks.Tags.urls)

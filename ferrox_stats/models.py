@@ -11,6 +11,7 @@ from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from .archive.queries import FinishedRequestQuerySet
 
@@ -66,7 +67,7 @@ class NextCommitSeq(_PostgreSQLOnly):
 OUTCOME_OK = "ok"
 OUTCOME_ERROR = "error"
 OUTCOME_ABORTED = "aborted"
-OUTCOMES = [(OUTCOME_OK, "ok"), (OUTCOME_ERROR, "error"), (OUTCOME_ABORTED, "aborted")]
+OUTCOMES = [(OUTCOME_OK, _("ok")), (OUTCOME_ERROR, _("error")), (OUTCOME_ABORTED, _("aborted"))]
 
 
 class FinishedRequest(models.Model):
@@ -87,10 +88,10 @@ class FinishedRequest(models.Model):
     prompt_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     cached_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    ttft_ms = models.FloatField("TTFT (ms)", null=True, blank=True)
-    duration_ms = models.FloatField("duration (ms)", null=True, blank=True)
-    queue_ms = models.FloatField("queue (ms)", null=True, blank=True)
-    decode_ms = models.FloatField("decode (ms)", null=True, blank=True)
+    ttft_ms = models.FloatField(_("TTFT (ms)"), null=True, blank=True)
+    duration_ms = models.FloatField(_("duration (ms)"), null=True, blank=True)
+    queue_ms = models.FloatField(_("queue (ms)"), null=True, blank=True)
+    decode_ms = models.FloatField(_("decode (ms)"), null=True, blank=True)
     finish_reason = models.CharField(max_length=64, null=True, blank=True)
     aborted = models.CharField(max_length=64, null=True, blank=True)
     error = models.CharField(max_length=200, null=True, blank=True)
@@ -116,8 +117,8 @@ class FinishedRequest(models.Model):
     objects: ClassVar[FinishedRequestQuerySet] = FinishedRequestQuerySet.as_manager()  # type: ignore[assignment]
 
     class Meta:
-        verbose_name = "finished request"
-        verbose_name_plural = "finished requests"
+        verbose_name = _("finished request")
+        verbose_name_plural = _("finished requests")
         ordering = ("-finished_at", "-id")
         # The live views' permission (``access.DASHBOARD``); the archive's is the
         # model's built-in ``view_finishedrequest``.
@@ -186,8 +187,8 @@ class DeadLetter(models.Model):
     payload = models.JSONField()
 
     class Meta:
-        verbose_name = "dead-lettered record"
-        verbose_name_plural = "dead-lettered records"
+        verbose_name = _("dead-lettered record")
+        verbose_name_plural = _("dead-lettered records")
         ordering = ("-created_at", "-id")
         indexes = [models.Index(fields=["created_at"], name="ferrox_dl_created")]
 

@@ -1,12 +1,18 @@
 """What an upstream's answer says about the request: tokens, first token, finish reason.
 
-The answer itself passes on untouched; reading it only feeds the tracker. The one
-change: a usage chunk the pass-through asked for and the client did not is held back.
+The answer passes on as the upstream sent it, byte for byte, but for two changes: a
+usage chunk the pass-through asked for and the client did not is held back, and the
+answer's ``id`` becomes the request's own (what ``X-Request-Id`` says and the request
+is recorded under). An SDK shows that ``id`` as ``completion.id``; a caller searching
+the archive for it finds its request. Engines' ids are not unique enough to be keys
+(some reuse a few hundred, the simulated engine repeats one per body).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from typing import Any
 
 from ..tracker import Tracker
@@ -18,6 +24,35 @@ _EVENT_ENDS = (b"\n\n", b"\r\n\r\n")
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _unchanged(data: bytes) -> bytes:
+    return data
+
+
+def id_swap(answer_id: Any, request_id: str | None) -> Callable[[bytes], bytes]:
+    """What turns ``data`` (a JSON answer or one SSE event) into the same bytes with
+    the answer's ``"id": answer_id`` replaced by ``request_id``; built once per answer.
+    Data without that id (or no id to replace) passes unchanged."""
+    if not isinstance(answer_id, str) or not answer_id or not request_id:
+        return _unchanged
+    if answer_id == request_id:
+        return _unchanged
+    theirs = json.dumps(answer_id).encode()
+    found = re.compile(rb'("id"\s*:\s*)' + re.escape(theirs))
+    ours = json.dumps(request_id).encode()
+
+    def swap(data: bytes) -> bytes:
+        if theirs not in data:  # a substring test first: most events pay no regex
+            return data
+        return found.sub(lambda match: match.group(1) + ours, data, count=1)
+
+    return swap
+
+
+def own_id(data: bytes, answer_id: Any, request_id: str | None) -> bytes:
+    """``data`` with the answer's id replaced by the request's (see ``id_swap``)."""
+    return id_swap(answer_id, request_id)(data)
 
 
 def take_usage(tracker: Tracker, usage: Any) -> None:
@@ -35,14 +70,17 @@ def take_usage(tracker: Tracker, usage: Any) -> None:
         tracker.cached_tokens = cached
 
 
-def take_body(tracker: Tracker, body: bytes, *, embeddings: bool = False) -> None:
-    """Read a whole (non-streamed) answer: served model, finish reason, usage."""
+def take_body(tracker: Tracker, body: bytes, *, embeddings: bool = False) -> bytes:
+    """Read a whole (non-streamed) answer: served model, finish reason, usage.
+
+    Returns the body to send on: with the request's id as its ``id``.
+    """
     try:
         document = json.loads(body)
     except ValueError:
-        return
+        return body
     if not isinstance(document, dict):
-        return
+        return body
     if isinstance(model := document.get("model"), str):
         tracker.model = model
     choices = document.get("choices")
@@ -53,6 +91,7 @@ def take_body(tracker: Tracker, body: bytes, *, embeddings: bool = False) -> Non
     take_usage(tracker, document.get("usage"))
     if embeddings and tracker.prompt_tokens is not None:
         tracker.completion_tokens = 0  # an embedding generates nothing
+    return own_id(body, document.get("id"), tracker.request_id)
 
 
 def _has_content(choice: dict[str, Any]) -> bool:
@@ -76,11 +115,14 @@ class StreamReader:
     the upstream sends one, makes the totals exact when the stream ends.
     """
 
-    __slots__ = ("_pending", "_tracker", "done", "forward_usage")
+    __slots__ = ("_pending", "_swap", "_tracker", "done", "forward_usage")
 
     def __init__(self, tracker: Tracker, *, forward_usage: bool) -> None:
         self._tracker = tracker
         self._pending = b""
+        # Gives each event the request's id in place of the upstream's, once the first
+        # chunk has named it (every chunk carries the same one).
+        self._swap: Callable[[bytes], bytes] | None = None
         # False when the pass-through added include_usage: the client never asked.
         self.forward_usage = forward_usage
         # Whether the upstream ended its stream properly ("data: [DONE]").
@@ -96,7 +138,7 @@ class StreamReader:
                 break
             event = buffer[start : end + width]
             if self._read(buffer[start:end]):
-                out.append(event)
+                out.append(self._swap(event) if self._swap else event)
             start = end + width
         self._pending = buffer[start:]
         if start == len(buffer) and len(out) == 1:
@@ -108,7 +150,7 @@ class StreamReader:
         rest, self._pending = self._pending, b""
         if rest.strip():
             self._read(rest)
-        return rest
+        return self._swap(rest) if self._swap else rest
 
     @staticmethod
     def _next_end(buffer: bytes, start: int) -> tuple[int, int]:
@@ -140,6 +182,8 @@ class StreamReader:
         if "error" in chunk:
             tracker.error = UPSTREAM_STREAM_ERROR
             return True
+        if self._swap is None:
+            self._swap = id_swap(chunk.get("id"), tracker.request_id)
         if isinstance(model := chunk.get("model"), str):
             tracker.model = model
         choices = chunk.get("choices")

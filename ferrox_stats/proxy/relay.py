@@ -35,11 +35,13 @@ class Route:
     path: str
     upstream_path: str
     may_stream: bool
+    # How the request's id starts: OpenAI's shape for the answer's ``id``.
+    id_prefix: str
 
 
-CHAT = Route("/v1/chat/completions", "chat/completions", may_stream=True)
-COMPLETIONS = Route("/v1/completions", "completions", may_stream=True)
-EMBEDDINGS = Route("/v1/embeddings", "embeddings", may_stream=False)
+CHAT = Route("/v1/chat/completions", "chat/completions", may_stream=True, id_prefix="chatcmpl-")
+COMPLETIONS = Route("/v1/completions", "completions", may_stream=True, id_prefix="cmpl-")
+EMBEDDINGS = Route("/v1/embeddings", "embeddings", may_stream=False, id_prefix="req_")
 
 
 async def relay(request: HttpRequest, route: Route) -> HttpResponse | StreamingHttpResponse:
@@ -51,8 +53,9 @@ async def relay(request: HttpRequest, route: Route) -> HttpResponse | StreamingH
     caller = await admit(request, "POST")
     if isinstance(caller, JsonResponse):
         return caller
-    # "req_…" like OpenAI's x-request-id: unique per request whatever ids engines use.
-    request_id = f"req_{uuid.uuid4().hex}"
+    # Unique per request whatever ids engines use; one id for X-Request-Id, the
+    # answer's "id" (the upstream's is replaced, see accounting) and the record.
+    request_id = f"{route.id_prefix}{uuid.uuid4().hex}"
     tracker = live.track(
         route=route.path,
         request_id=request_id,
@@ -127,9 +130,9 @@ def _whole_answer(
 ) -> HttpResponse:
     status = answer.status_code
     if status < 400:
-        take_body(tracker, answer.content, embeddings=route is EMBEDDINGS)
+        body = take_body(tracker, answer.content, embeddings=route is EMBEDDINGS)
         tracker.finish()
-        return HttpResponse(answer.content, status=status, content_type=content_type)
+        return HttpResponse(body, status=status, content_type=content_type)
     if status in (401, 403):
         # The upstream refused the pass-through's own credentials: passed on, the client
         # would take it for a verdict on its key.

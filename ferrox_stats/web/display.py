@@ -12,6 +12,9 @@ from datetime import datetime
 from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
+from django.utils import timezone
+from django.utils.translation import gettext
+
 from ..archive.rows import MAX_AT_MS, MIN_AT_MS, at_ms_to_datetime, outcome
 from ..core.requests import RECORD_FIELDS, Record
 
@@ -177,31 +180,46 @@ def _moment(at_ms: Any) -> datetime | None:
     return at_ms_to_datetime(int(number))
 
 
-def utc_time(at_ms: int | None) -> tuple[str, str]:
-    """``("HH:MM:SS", ISO 8601)`` in UTC, so every viewer reads the same clock."""
+def _local(at_ms: Any) -> datetime | None:
+    """``at_ms`` in the active time zone (the project's ``TIME_ZONE`` unless a
+    middleware activated another), as the Django admin shows times."""
     moment = _moment(at_ms)
-    if moment is None:
+    try:
+        return None if moment is None else timezone.localtime(moment)
+    except OverflowError:  # within hours of year 1 or 9999: no local time holds it
+        return None
+
+
+def zone_name() -> str:
+    """The name of the zone times are shown in (``Europe/Berlin``), for labels and the script."""
+    return str(timezone.get_current_timezone_name())
+
+
+def local_time(at_ms: int | None) -> tuple[str, str]:
+    """``("HH:MM:SS", ISO 8601)``: the clock time in the active zone, and the instant
+    in UTC for ``<time datetime>`` (the form the script's ``toISOString()`` writes)."""
+    moment, local = _moment(at_ms), _local(at_ms)
+    if moment is None or local is None:
         return EMPTY, ""
-    # The ISO form the script's ``toISOString()`` writes.
-    return moment.strftime("%H:%M:%S"), moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return local.strftime("%H:%M:%S"), moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def utc_datetime(at_ms: int | None) -> str:
-    moment = _moment(at_ms)
-    return EMPTY if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+def local_datetime(at_ms: int | None) -> str:
+    local = _local(at_ms)
+    return EMPTY if local is None else local.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def row(wire: Mapping[str, Any]) -> dict[str, Any]:
     """The cells of one finished request in a table (dashboard and history alike)."""
     record = Record(**{name: wire.get(name) for name in RECORD_FIELDS})
-    time, iso = utc_time(record.at_ms)
+    time, iso = local_time(record.at_ms)
     kind = outcome(record)
     return {
         "seq": wire.get("seq"),
         "id": wire.get("id"),
         "request_id": record.request_id,
         "time": time,
-        "datetime": utc_datetime(record.at_ms)[:19],
+        "datetime": local_datetime(record.at_ms)[:19],
         "iso": iso,
         "model": text(record.model),
         "route": text(record.route),
@@ -217,7 +235,7 @@ def row(wire: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _flag(value: bool | None) -> str:
-    return EMPTY if value is None else ("yes" if value else "no")
+    return EMPTY if value is None else (gettext("yes") if value else gettext("no"))
 
 
 def detail(wire: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -225,44 +243,47 @@ def detail(wire: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
     cells = row(wire)
     return [
         (
-            "Request",
+            gettext("Request"),
             [
-                ("Request id", text(wire.get("request_id"))),
-                ("Finished (UTC)", utc_datetime(wire.get("at_ms"))),
-                ("Outcome", cells["outcome_text"]),
-                ("HTTP status", cells["status"]),
-                ("Finish reason", text(wire.get("finish_reason"))),
-                ("Error", text(wire.get("error"))),
+                (gettext("Request id"), text(wire.get("request_id"))),
+                (
+                    gettext("Finished (%(zone)s)") % {"zone": zone_name()},
+                    local_datetime(wire.get("at_ms")),
+                ),
+                (gettext("Outcome"), cells["outcome_text"]),
+                (gettext("HTTP status"), cells["status"]),
+                (gettext("Finish reason"), text(wire.get("finish_reason"))),
+                (gettext("Error"), text(wire.get("error"))),
             ],
         ),
         (
-            "Served",
+            gettext("Served"),
             [
-                ("Route", cells["route"]),
-                ("Model", cells["model"]),
-                ("Stream", _flag(wire.get("stream"))),
-                ("Replica", cells["replica"]),
-                ("Client", text(wire.get("client"))),
-                ("Via API key", text(wire.get("via_api_key"))),
+                (gettext("Route"), cells["route"]),
+                (gettext("Model"), cells["model"]),
+                (gettext("Stream"), _flag(wire.get("stream"))),
+                (gettext("Replica"), cells["replica"]),
+                (gettext("Client"), text(wire.get("client"))),
+                (gettext("Via API key"), text(wire.get("via_api_key"))),
             ],
         ),
         (
-            "Tokens",
+            gettext("Tokens"),
             [
-                ("Prompt", count(wire.get("prompt_tokens"))),
-                ("Completion", count(wire.get("completion_tokens"))),
-                ("Cached", count(wire.get("cached_tokens"))),
+                (gettext("Prompt"), count(wire.get("prompt_tokens"))),
+                (gettext("Completion"), count(wire.get("completion_tokens"))),
+                (gettext("Cached"), count(wire.get("cached_tokens"))),
             ],
         ),
         (
-            "Latency",
+            gettext("Latency"),
             [
-                ("Queue (ms)", decimal(wire.get("queue_ms"))),
-                ("TTFT (ms)", cells["ttft"]),
-                ("Duration (ms)", cells["duration"]),
-                ("Decode (ms)", decimal(wire.get("decode_ms"))),
-                ("Decode tok/s", cells["decode_tps"]),
-                ("ITL (ms)", decimal(wire.get("itl_ms"))),
+                (gettext("Queue (ms)"), decimal(wire.get("queue_ms"))),
+                (gettext("TTFT (ms)"), cells["ttft"]),
+                (gettext("Duration (ms)"), cells["duration"]),
+                (gettext("Decode (ms)"), decimal(wire.get("decode_ms"))),
+                (gettext("Decode tok/s"), cells["decode_tps"]),
+                (gettext("ITL (ms)"), decimal(wire.get("itl_ms"))),
             ],
         ),
     ]

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.http import QueryDict
+from django.utils import timezone
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from ..archive.queries import Cursor
 from ..archive.rows import MAX_AT_MS, MAX_BIGINT, MIN_AT_MS
 from ..ingest import describe_name
 from ..models import OUTCOMES
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 OLDER = "older"
 NEWER = "newer"
@@ -19,8 +25,9 @@ NEWER = "newer"
 MATCHED = ("model", "route", "status", "outcome", "finish_reason", "client", "replica")
 
 
-class UTCDateTimeField(forms.DateTimeField):
-    """A ``datetime-local`` value read as UTC, whatever the project's TIME_ZONE."""
+class ZoneDateTimeField(forms.DateTimeField):
+    """A ``datetime-local`` value read in the active time zone (the one the pages show
+    times in), returned in UTC."""
 
     input_formats = ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d"]
     widget = forms.DateTimeInput(
@@ -30,33 +37,53 @@ class UTCDateTimeField(forms.DateTimeField):
     def to_python(self, value: Any) -> datetime | None:
         if value in self.empty_values:
             return None
-        if isinstance(value, datetime):
-            return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-        # BaseTemporalField tries the formats; DateTimeField would then apply the
-        # current time zone, which is not what the label ("UTC") promises.
-        parsed = forms.fields.BaseTemporalField.to_python(self, value)
-        return None if parsed is None else parsed.replace(tzinfo=UTC)
+        if not isinstance(value, datetime):
+            # BaseTemporalField tries the formats; DateTimeField would also apply the
+            # current time zone, but only when USE_TZ is on.
+            parsed = forms.fields.BaseTemporalField.to_python(self, value)
+            if not isinstance(parsed, datetime):
+                return None
+            value = parsed
+        if value.tzinfo is None:
+            try:
+                value = timezone.make_aware(value, timezone.get_current_timezone())
+            except (OverflowError, ValueError):
+                raise forms.ValidationError(
+                    self.error_messages["invalid"], code="invalid"
+                ) from None
+        moment: datetime = value.astimezone(UTC)
+        return moment
 
 
-def _text(label: str, max_length: int = 200) -> forms.CharField:
+def _text(label: StrOrPromise, max_length: int = 200) -> forms.CharField:
     return forms.CharField(label=label, required=False, max_length=max_length, strip=True)
 
 
 class HistoryForm(forms.Form):
-    since = UTCDateTimeField(label="From (UTC)", required=False)
-    until = UTCDateTimeField(label="Until (UTC)", required=False)
-    model = _text("Model")
-    route = _text("Route")
-    status = forms.IntegerField(label="HTTP status", required=False, min_value=100, max_value=599)
-    outcome = forms.ChoiceField(label="Outcome", required=False, choices=[("", "any"), *OUTCOMES])
-    finish_reason = _text("Finish reason", 64)
-    client = _text("Client")
-    replica = _text("Replica")
+    since = ZoneDateTimeField(label="From", required=False)
+    until = ZoneDateTimeField(label="Until", required=False)
+    model = _text(_("Model"))
+    route = _text(_("Route"))
+    status = forms.IntegerField(
+        label=_("HTTP status"), required=False, min_value=100, max_value=599
+    )
+    outcome = forms.ChoiceField(
+        label=_("Outcome"), required=False, choices=[("", _("any")), *OUTCOMES]
+    )
+    finish_reason = _text(_("Finish reason"), 64)
+    client = _text(_("Client"))
+    replica = _text(_("Replica"))
     # The keyset position; set by the paging links, never shown as inputs.
     cursor = forms.CharField(required=False, widget=forms.HiddenInput)
     direction = forms.ChoiceField(
         required=False, choices=[(OLDER, OLDER), (NEWER, NEWER)], widget=forms.HiddenInput
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        zone = timezone.get_current_timezone_name()
+        self.fields["since"].label = gettext("From (%(zone)s)") % {"zone": zone}
+        self.fields["until"].label = gettext("Until (%(zone)s)") % {"zone": zone}
 
     def clean_cursor(self) -> Cursor | None:
         raw = self.cleaned_data.get("cursor")
@@ -71,7 +98,7 @@ class HistoryForm(forms.Form):
             MIN_AT_MS <= cursor.at_ms <= MAX_AT_MS and cursor.id <= MAX_BIGINT
         ):
             raise forms.ValidationError(
-                "This page link is not valid any more; start again from the newest rows."
+                gettext("This page link is not valid any more; start again from the newest rows.")
             )
         return cursor
 
@@ -81,14 +108,17 @@ class HistoryForm(forms.Form):
         unknown = sorted(set(self.data) - set(self.fields))
         if unknown:
             names = ", ".join(dict.fromkeys(describe_name(name) for name in unknown))
+            message = ngettext(
+                "Unknown query parameter %(names)s; this page accepts: %(known)s.",
+                "Unknown query parameters %(names)s; this page accepts: %(known)s.",
+                len(unknown),
+            )
             self.add_error(
-                None,
-                f"Unknown query parameter{'s' if len(unknown) > 1 else ''} {names}; "
-                f"this page accepts: {', '.join(sorted(self.fields))}.",
+                None, message % {"names": names, "known": ", ".join(sorted(self.fields))}
             )
         since, until = cleaned.get("since"), cleaned.get("until")
         if since is not None and until is not None and since >= until:
-            self.add_error("until", "Until must be later than From.")
+            self.add_error("until", gettext("Until must be later than From."))
         return cleaned
 
     def filters(self) -> dict[str, Any]:

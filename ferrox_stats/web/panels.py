@@ -12,12 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
 from . import display
 
 
 @dataclass(frozen=True)
 class Counter:
-    label: str
+    label: str | Promise
     path: str
     fmt: str
     unit: str = ""
@@ -28,19 +31,19 @@ class Counter:
 
 @dataclass(frozen=True)
 class Group:
-    title: str
+    title: str | Promise
     counters: tuple[Counter, ...]
 
 
 # Ordered so that on a laptop the groups fill two rows of nine counters each.
 GROUPS = (
     Group(
-        "Requests",
+        _("Requests"),
         (
-            Counter("In flight", "live.requests.active", "count"),
-            Counter("Completed", "live.requests.completed", "count"),
+            Counter(_("In flight"), "live.requests.active", "count"),
+            Counter(_("Completed"), "live.requests.completed", "count"),
             Counter(
-                "Aborts",
+                _("Aborts"),
                 "live.requests.aborts",
                 "total",
                 note_path="live.requests.aborts",
@@ -49,64 +52,64 @@ GROUPS = (
         ),
     ),
     Group(
-        "Throughput",
+        _("Throughput"),
         (
             Counter(
-                "Decode",
+                _("Decode"),
                 "live.throughput.decode_tps",
                 "decimal",
                 "tok/s",
                 note_path="live.throughput",
                 note_fmt="rate_window",
             ),
-            Counter("Prefill", "live.throughput.prefill_tps", "decimal", "tok/s"),
-            Counter("Prompt tokens", "live.requests.prompt_tokens_total", "count"),
-            Counter("Completion tokens", "live.requests.completion_tokens_total", "count"),
+            Counter(_("Prefill"), "live.throughput.prefill_tps", "decimal", "tok/s"),
+            Counter(_("Prompt tokens"), "live.requests.prompt_tokens_total", "count"),
+            Counter(_("Completion tokens"), "live.requests.completion_tokens_total", "count"),
         ),
     ),
     Group(
-        "Pool",
+        _("Pool"),
         (
-            Counter("Occupancy", "live.pool.occupancy", "percent", "%"),
-            Counter("Queue depth", "live.pool.queue_depth", "decimal"),
+            Counter(_("Occupancy"), "live.pool.occupancy", "percent", "%"),
+            Counter(_("Queue depth"), "live.pool.queue_depth", "decimal"),
         ),
     ),
     Group(
-        "Latency",
+        _("Latency"),
         (
             Counter(
-                "Duration p50",
+                _("Duration p50"),
                 "summary.duration_ms.p50",
                 "decimal",
                 "ms",
                 note_path="summary.window",
                 note_fmt="latency_window",
             ),
-            Counter("Duration p95", "summary.duration_ms.p95", "decimal", "ms"),
-            Counter("TTFT p50", "summary.ttft_ms.p50", "decimal", "ms"),
-            Counter("TTFT p95", "summary.ttft_ms.p95", "decimal", "ms"),
-            Counter("TTFT mean", "summary.ttft_mean_ms", "decimal", "ms"),
+            Counter(_("Duration p95"), "summary.duration_ms.p95", "decimal", "ms"),
+            Counter(_("TTFT p50"), "summary.ttft_ms.p50", "decimal", "ms"),
+            Counter(_("TTFT p95"), "summary.ttft_ms.p95", "decimal", "ms"),
+            Counter(_("TTFT mean"), "summary.ttft_mean_ms", "decimal", "ms"),
         ),
     ),
     Group(
-        "Archive",
+        _("Archive"),
         (
             Counter(
-                "Persisted",
+                _("Persisted"),
                 "live.archive.persisted",
                 "count",
                 note_path="live.archive",
                 note_fmt="archive_state",
             ),
-            Counter("Pending", "live.archive.pending", "count"),
+            Counter(_("Pending"), "live.archive.pending", "count"),
             Counter(
-                "Dropped",
+                _("Dropped"),
                 "live.archive.dropped",
                 "total",
                 note_path="live.archive.dropped",
                 note_fmt="reasons",
             ),
-            Counter("Dead-lettered", "live.archive.dead_lettered", "count"),
+            Counter(_("Dead-lettered"), "live.archive.dead_lettered", "count"),
         ),
     ),
 )
@@ -115,15 +118,17 @@ GROUPS = (
 @dataclass(frozen=True)
 class Chart:
     key: str  # the element is "fx-chart-<key>"; charts.js draws the lines it names
-    title: str
-    unit: str
-    description: str  # what a screen reader hears in place of the picture
+    title: str | Promise
+    unit: str | Promise
+    description: str | Promise  # what a screen reader hears in place of the picture
 
 
 CHARTS = (
-    Chart("throughput", "Throughput", "tok/s", "Decode and prefill tokens per second"),
-    Chart("duration", "Duration", "ms, p50 and p95", "Request duration percentiles"),
-    Chart("ttft", "Time to first token", "ms, p50 and p95", "Time-to-first-token percentiles"),
+    Chart("throughput", _("Throughput"), "tok/s", _("Decode and prefill tokens per second")),
+    Chart("duration", _("Duration"), _("ms, p50 and p95"), _("Request duration percentiles")),
+    Chart(
+        "ttft", _("Time to first token"), _("ms, p50 and p95"), _("Time-to-first-token percentiles")
+    ),
 )
 
 

@@ -6,11 +6,12 @@ import itertools
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ferrox_stats import live
-from ferrox_stats.proxy.accounting import StreamReader, take_body
+from ferrox_stats.proxy.accounting import StreamReader, own_id, take_body
 from ferrox_stats.tracker import Tracker
 from tests.conftest import FakeClock
 
@@ -142,3 +143,25 @@ def test_whole_answers() -> None:
         take_body(odd, junk)
     assert (odd.prompt_tokens, odd.finish_reason) == (None, None)
     live.reset()
+
+
+@pytest.mark.parametrize(
+    ("data", "answer_id", "expected"),
+    [
+        # The answer's id, however spaced; a tool call's id is left alone.
+        (
+            b'{"id": "up-1", "x": {"id": "call_1"}}',
+            "up-1",
+            b'{"id": "ours", "x": {"id": "call_1"}}',
+        ),
+        (b'data: {"id":"up-1","choices":[]}\n\n', "up-1", b'data: {"id":"ours","choices":[]}\n\n'),
+        # No id to replace: unchanged.
+        (b'{"object": "list"}', None, b'{"object": "list"}'),
+        (b'{"id": 7}', 7, b'{"id": 7}'),
+        (b"data: [DONE]\n\n", "up-1", b"data: [DONE]\n\n"),
+    ],
+)
+def test_own_id_replaces_only_the_answers_id(
+    data: bytes, answer_id: object, expected: bytes
+) -> None:
+    assert own_id(data, answer_id, "ours") == expected

@@ -38,6 +38,15 @@ def through(plane: Plane) -> openai.OpenAI:
     return plane.sdk()
 
 
+def no_id(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer without its ``id``: the pass-through's answers carry their request's."""
+    return {key: value for key, value in answer.items() if key != "id"}
+
+
+def no_ids(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [no_id(chunk) for chunk in chunks]
+
+
 # -- whole answers --------------------------------------------------------------
 
 
@@ -49,7 +58,9 @@ def test_chat_answer_is_the_engines_and_is_recorded(plane: Plane) -> None:
     }
     answer = through(plane).chat.completions.create(**ask)
     recorded = plane.only_entry()
-    assert answer.model_dump() == direct(plane).chat.completions.create(**ask).model_dump()
+    assert no_id(answer.model_dump()) == no_id(
+        direct(plane).chat.completions.create(**ask).model_dump()
+    )
     assert answer.choices[0].message.content
     assert recorded["route"] == "/v1/chat/completions"
     assert recorded["model"] == "sim-small"
@@ -66,19 +77,20 @@ def test_chat_answer_is_the_engines_and_is_recorded(plane: Plane) -> None:
     assert plane.inflight() == 0
 
 
-def test_request_id_is_returned_and_recorded(plane: Plane) -> None:
+def test_request_id_is_returned_as_header_and_answer_id_and_recorded(plane: Plane) -> None:
     raw = through(plane).chat.completions.with_raw_response.create(
         model="sim-small", messages=MESSAGES
     )
     request_id = raw.headers["x-request-id"]
-    assert request_id.startswith("req_")
+    assert request_id.startswith("chatcmpl-")
+    assert raw.parse().id == request_id
     assert plane.only_entry()["request_id"] == request_id
 
 
 def test_completions_answer_is_the_engines_and_is_recorded(plane: Plane) -> None:
     ask: dict[str, Any] = {"model": "sim-large", "prompt": "once upon a time", "max_tokens": 3}
     answer = through(plane).completions.create(**ask)
-    assert answer.model_dump() == direct(plane).completions.create(**ask).model_dump()
+    assert no_id(answer.model_dump()) == no_id(direct(plane).completions.create(**ask).model_dump())
     recorded = plane.only_entry()
     assert (recorded["route"], recorded["model"]) == ("/v1/completions", "sim-large")
     assert (recorded["prompt_tokens"], recorded["completion_tokens"]) == (4, 3)
@@ -106,7 +118,10 @@ def test_bodies_are_byte_identical(plane: Plane) -> None:
         headers={"Authorization": f"Bearer {UPSTREAM_KEY}"},
     )
     assert relayed.status_code == straight.status_code == 200
-    assert relayed.content == straight.content
+    # Byte for byte but the id, which is the request's own.
+    ours, theirs = relayed.headers["x-request-id"], straight.json()["id"]
+    assert relayed.json()["id"] == ours
+    assert relayed.content.replace(ours.encode(), theirs.encode()) == straight.content
     assert relayed.headers["content-type"] == straight.headers["content-type"]
 
 
@@ -136,7 +151,8 @@ def _chunks(stream: Any) -> list[dict[str, Any]]:
 def test_stream_is_the_engines_and_is_recorded_exactly(plane: Plane) -> None:
     relayed = _chunks(through(plane).chat.completions.create(**STREAM_ASK))
     recorded = plane.only_entry()
-    assert relayed == _chunks(direct(plane).chat.completions.create(**STREAM_ASK))
+    assert no_ids(relayed) == no_ids(_chunks(direct(plane).chat.completions.create(**STREAM_ASK)))
+    assert {chunk["id"] for chunk in relayed} == {recorded["request_id"]}
     # Role chunk, six tokens, the finish chunk; no usage chunk: the client did not ask.
     assert len(relayed) == 8
     assert all(chunk["usage"] is None for chunk in relayed)
@@ -160,7 +176,7 @@ def test_pass_through_asks_the_upstream_for_usage(plane: Plane) -> None:
 def test_usage_chunk_reaches_a_client_that_asked(plane: Plane) -> None:
     ask = {**STREAM_ASK, "stream_options": {"include_usage": True}}
     relayed = _chunks(through(plane).chat.completions.create(**ask))
-    assert relayed == _chunks(direct(plane).chat.completions.create(**ask))
+    assert no_ids(relayed) == no_ids(_chunks(direct(plane).chat.completions.create(**ask)))
     assert relayed[-1]["choices"] == []
     assert relayed[-1]["usage"]["completion_tokens"] == 6
     assert plane.only_entry()["completion_tokens"] == 6
@@ -169,22 +185,25 @@ def test_usage_chunk_reaches_a_client_that_asked(plane: Plane) -> None:
 def test_stream_bytes_are_identical(plane: Plane) -> None:
     body = {"model": "sim-small", "messages": MESSAGES, "stream": True, "max_tokens": 3}
 
-    def read(url: str, key: str) -> bytes:
+    def read(url: str, key: str) -> tuple[bytes, str | None]:
         with httpx.stream(
             "POST", url, json=body, headers={"Authorization": f"Bearer {key}"}
         ) as answer:
             assert answer.headers["content-type"].startswith("text/event-stream")
-            return answer.read()
+            return answer.read(), answer.headers.get("x-request-id")
 
-    assert read(f"{plane.base}/chat/completions", plane.secret) == read(
-        f"{plane.twin_url}/v1/chat/completions", UPSTREAM_KEY
-    )
+    relayed, ours = read(f"{plane.base}/chat/completions", plane.secret)
+    straight, _ = read(f"{plane.twin_url}/v1/chat/completions", UPSTREAM_KEY)
+    # Byte for byte but the id, in every event: the request's own.
+    theirs = json.loads(straight.split(b"\n")[0].removeprefix(b"data: "))["id"]
+    assert ours is not None and ours.encode() in relayed and theirs.encode() not in relayed
+    assert relayed.replace(ours.encode(), theirs.encode()) == straight
 
 
 def test_completions_stream_is_the_engines(plane: Plane) -> None:
     ask: dict[str, Any] = {"model": "sim-small", "prompt": "a b", "stream": True, "max_tokens": 4}
     relayed = _chunks(through(plane).completions.create(**ask))
-    assert relayed == _chunks(direct(plane).completions.create(**ask))
+    assert no_ids(relayed) == no_ids(_chunks(direct(plane).completions.create(**ask)))
     recorded = plane.only_entry()
     assert (recorded["completion_tokens"], recorded["finish_reason"]) == (4, "length")
     assert recorded["route"] == "/v1/completions"
@@ -201,9 +220,9 @@ def test_async_client_streams_and_whole_answers(plane: Plane) -> None:
 
     chunks, whole, vectors = asyncio.run(run())
     straight = direct(plane)
-    assert chunks == _chunks(straight.chat.completions.create(**STREAM_ASK))
+    assert no_ids(chunks) == no_ids(_chunks(straight.chat.completions.create(**STREAM_ASK)))
     ask: dict[str, Any] = {"model": "sim-small", "prompt": "x", "max_tokens": 2}
-    assert whole == straight.completions.create(**ask).model_dump()
+    assert no_id(whole) == no_id(straight.completions.create(**ask).model_dump())
     assert vectors == straight.embeddings.create(model="sim-large", input="a b c").model_dump()
     streamed, answered, embedded = plane.entries()
     assert (streamed["stream"], streamed["completion_tokens"]) == (True, 6)
@@ -336,7 +355,8 @@ def test_an_engine_answering_a_stream_request_whole_is_relayed_whole(
             json={"model": "sim-small", "messages": MESSAGES, "stream": True},
             headers={"Authorization": f"Bearer {plane.secret}"},
         )
-    assert answer.content == body
+    ours = answer.headers["x-request-id"].encode()
+    assert answer.content == body.replace(b'"id": "x"', b'"id": "' + ours + b'"')
     recorded = plane.only_entry()
     assert (recorded["stream"], recorded["completion_tokens"], recorded["error"]) == (True, 1, None)
 

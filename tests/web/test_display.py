@@ -92,9 +92,9 @@ def test_every_counter_names_a_known_format() -> None:
 
 
 def test_times_read_in_utc_to_the_millisecond() -> None:
-    assert display.utc_time(BASE_AT_MS + 1_234) == ("00:00:01", "2026-01-01T00:00:01.234Z")
-    assert display.utc_datetime(BASE_AT_MS + 1_234) == "2026-01-01 00:00:01.234"
-    assert display.utc_time(None) == ("—", "")
+    assert display.local_time(BASE_AT_MS + 1_234) == ("00:00:01", "2026-01-01T00:00:01.234Z")
+    assert display.local_datetime(BASE_AT_MS + 1_234) == "2026-01-01 00:00:01.234"
+    assert display.local_time(None) == ("—", "")
 
 
 @pytest.mark.parametrize(
@@ -161,6 +161,6 @@ def test_a_row_and_its_detail_render_any_stored_number(value: Any, field: str) -
 
 @given(at_ms=NUMBERS)
 def test_times_read_any_number(at_ms: Any) -> None:
-    time, iso = display.utc_time(at_ms)
+    time, iso = display.local_time(at_ms)
     assert isinstance(time, str) and isinstance(iso, str)
-    assert isinstance(display.utc_datetime(at_ms), str)
+    assert isinstance(display.local_datetime(at_ms), str)

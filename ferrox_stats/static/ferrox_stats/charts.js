@@ -24,8 +24,8 @@
   };
   var HEIGHT = 200;
 
-  function utcTime(seconds) {
-    return new Date(seconds * 1000).toISOString().slice(11, 19);
+  function clockTime(seconds) {
+    return f.clockTime(new Date(seconds * 1000));
   }
 
   function tick(v) {
@@ -47,10 +47,10 @@
       cursor: { drag: { x: false, y: false } },
       axes: [
         // Times read in UTC, like the table's.
-        Object.assign({}, axis, { space: 90, values: function (u, s) { return s.map(utcTime); } }),
+        Object.assign({}, axis, { space: 90, values: function (u, s) { return s.map(clockTime); } }),
         Object.assign({}, axis, { size: 56, values: function (u, s) { return s.map(tick); } }),
       ],
-      series: [{ label: "UTC", value: function (u, v) { return v == null ? f.EMPTY : utcTime(v); } }].concat(
+      series: [{ label: f.timeZone, value: function (u, v) { return v == null ? f.EMPTY : clockTime(v); } }].concat(
         lines.map(function (line) {
           return {
             label: line.label,

@@ -26,6 +26,7 @@
     tableRows: Number(root.dataset.tableRows) || 200,
     seriesPoints: Number(root.dataset.seriesPoints) || 300,
   };
+  var clockTime = f.clockTime;
   var tbody = document.querySelector("#fx-recent tbody");
   var emptyNote = document.getElementById("fx-recent-empty");
   var status = document.getElementById("fx-poll-status");
@@ -66,7 +67,7 @@
     if (e.at_ms != null) {
       var iso = new Date(e.at_ms).toISOString();
       time.dateTime = iso;
-      time.textContent = iso.slice(11, 19);
+      time.textContent = clockTime(new Date(e.at_ms));
     } else {
       time.textContent = EMPTY;
     }
@@ -123,7 +124,7 @@
     var when = document.createElement("time");
     var now = new Date();
     when.dateTime = now.toISOString();
-    when.textContent = now.toISOString().slice(11, 19) + " UTC";
+    when.textContent = clockTime(now) + " " + f.timeZone;
     li.appendChild(when);
     li.appendChild(document.createTextNode(" " + message));
     noticeList.insertBefore(li, noticeList.firstChild);
@@ -212,7 +213,7 @@
     poll()
       .then(function (page) {
         apply(page);
-        return "Live · updated " + new Date().toISOString().slice(11, 19) + " UTC";
+        return "Live · updated " + clockTime(new Date()) + " " + f.timeZone;
       })
       .catch(function (error) {
         // Whatever failed (the request, the answer, or applying it), the next tick comes.

@@ -100,6 +100,23 @@
     return value === undefined ? null : value;
   }
 
+  // Times read in the zone the server renders them in (<body data-time-zone>: the
+  // project's TIME_ZONE or the active one), "HH:MM:SS" as display.local_time writes
+  // them. A zone this browser does not know falls back to UTC, named as such.
+  var clockOptions = { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" };
+  var timeZone = (document.body && document.body.dataset.timeZone) || "UTC";
+  var clock;
+  try {
+    clock = new Intl.DateTimeFormat("en-GB", Object.assign({ timeZone: timeZone }, clockOptions));
+  } catch (e) {
+    timeZone = "UTC";
+    clock = new Intl.DateTimeFormat("en-GB", Object.assign({ timeZone: "UTC" }, clockOptions));
+  }
+
+  function clockTime(date) {
+    return clock.format(date);
+  }
+
   function outcome(e) {
     if (e.aborted != null) return "aborted";
     if (e.error != null || (e.status != null && e.status >= 400)) return "error";
@@ -109,6 +126,8 @@
   window.ferroxFormat = {
     EMPTY: EMPTY,
     FORMATS: FORMATS,
+    clockTime: clockTime,
+    timeZone: timeZone,
     count: count,
     decimal: decimal,
     grouped: grouped,
