@@ -69,7 +69,9 @@ def only_this_app(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "ferrox_stats.api.authentication.BearerTokenAuthentication"
-    name = "bearerToken"
+    # Prefixed like every name the app puts in a schema: a host that opts in
+    # (HOST_SCHEMA) may have its own bearer and cookie schemes.
+    name = "ferroxStatsToken"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "http", "scheme": "bearer", "description": "An API token, fxs_…"}
@@ -79,6 +81,7 @@ class OutageAwareSessionScheme(SessionScheme):
     """The staff session, as drf-spectacular describes DRF's (whose subclass it is)."""
 
     target_class = "ferrox_stats.api.authentication.SessionAuthentication"
+    name = "ferroxStatsSession"
 
 
 class SchemaView(FerroxView, SpectacularAPIView):

@@ -165,7 +165,7 @@ def test_each_route_is_described_with_its_operations_and_responses(
             assert schema == {"$ref": "#/components/schemas/FerroxStatsError"}
         # No operation offers an anonymous alternative ({}) among its security schemes.
         security = operation["security"]
-        assert {"bearerToken": []} in security and {} not in security
+        assert {"ferroxStatsToken": []} in security and {} not in security
         if method == "post":
             body = operation["requestBody"]
             assert body["required"] is True
@@ -202,7 +202,7 @@ def test_the_error_document_is_described_as_served(schema_document: dict[str, An
 
 
 def test_the_bearer_scheme_is_described(schema_document: dict[str, Any]) -> None:
-    scheme = schema_document["components"]["securitySchemes"]["bearerToken"]
+    scheme = schema_document["components"]["securitySchemes"]["ferroxStatsToken"]
     assert scheme["type"] == "http" and scheme["scheme"] == "bearer"
 
 
