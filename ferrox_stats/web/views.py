@@ -17,7 +17,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_safe
 
 from .. import access, documents, live
@@ -40,6 +40,15 @@ HISTORY_ROWS = 50
 View = Callable[..., HttpResponse]
 
 
+def _login_url() -> str | None:
+    """The admin's login when the project has an admin site named ``admin``; else the
+    project's ``LOGIN_URL`` (``None`` makes ``redirect_to_login`` read it)."""
+    try:
+        return reverse("admin:login")
+    except NoReverseMatch:
+        return None
+
+
 def requires(permission: str) -> Callable[[View], View]:
     """Anonymous visitors go to the admin's login, as on admin pages; a logged-in user
     without ``permission`` gets 403 (logging in again would not help)."""
@@ -48,7 +57,7 @@ def requires(permission: str) -> Callable[[View], View]:
         @wraps(view)
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
-                return redirect_to_login(request.get_full_path(), reverse("admin:login"))
+                return redirect_to_login(request.get_full_path(), _login_url())
             if not access.may(request.user, (permission,)):
                 raise PermissionDenied
             return view(request, *args, **kwargs)

@@ -35,6 +35,16 @@ def test_anonymous_visitors_are_sent_to_the_admin_login(client: Client, url: str
     assert response["Location"] == f"/admin/login/?next={url}"
 
 
+@pytest.mark.urls("tests.web.urls_no_admin")
+def test_without_an_admin_named_admin_visitors_go_to_login_url(
+    client: Client, settings: Any
+) -> None:
+    settings.LOGIN_URL = "/accounts/sign-in/"
+    response = client.get(DASHBOARD)
+    assert response.status_code == 302
+    assert response["Location"] == f"/accounts/sign-in/?next={DASHBOARD}"
+
+
 @pytest.mark.parametrize("staff", [False, True])
 @pytest.mark.parametrize("url", PAGES)
 def test_logged_in_users_without_the_permission_get_403(
