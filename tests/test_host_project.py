@@ -61,6 +61,9 @@ def test_the_hosts_suite_passes_under_pytest(settings: str) -> None:
         "-q",
         "-p",
         "no:cacheprovider",
+        # The README's recipe for a host's pytest suite (opt-in plugin).
+        "-p",
+        "ferrox_stats.testing.pytest",
         settings=settings,
     )
     assert done.returncode == 0, output(done)

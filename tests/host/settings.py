@@ -105,3 +105,5 @@ SPECTACULAR_SETTINGS = {
 }
 
 FERROX_STATS = {"REPLICA": "host-replica"}
+# The README's recipe for a host's tests: the recorder stops before the test databases go.
+TEST_RUNNER = "ferrox_stats.testing.DiscoverRunner"
