@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .core.rate import LastKnown, gauge_problem, pool_occupancy
-from .core.requests import Record, Stats, Summary, encodable
+from .core.requests import Record, Stats, Summary
 from .core.serving import ServingSnapshot, ServingStats
 from .tracker import DISCONNECT_EXCEPTIONS, ClientDisconnected, Tracker
 
@@ -176,10 +176,9 @@ class Recorder:
     def finished(self, record: Record) -> int:
         """Put a finished record in the ring and hand it to the sink; return its seq.
 
-        A lone surrogate in one of its strings (no response could encode it) is
-        replaced by U+FFFD first.
+        Kept as given, on the request path; what shows or stores it replaces a lone
+        surrogate (which nothing could encode) by U+FFFD (``core.requests.encodable``).
         """
-        record = encodable(record)
         seq = self.stats.record(record)
         sink = self.sink
         if sink is not None:

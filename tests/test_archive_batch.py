@@ -141,3 +141,10 @@ def test_a_producers_instance_and_seq_are_its_replicas_own() -> None:
     assert write_batch([a]).outcomes == ["inserted"]
     assert write_batch([b, a]).outcomes == ["inserted", "duplicate"]
     assert sorted(FinishedRequest.objects.values_list("replica", flat=True)) == ["gpu-a", "gpu-b"]
+
+
+def test_a_lone_surrogate_from_the_request_path_is_archived_replaced() -> None:
+    # The recorder keeps records as given; the writer replaces what no database stores.
+    result = write_batch([Pending(1, make_record(model="m\ud800", client="c\udfff"), "inst")])
+    assert (result.inserted, result.dead) == (1, [])
+    assert FinishedRequest.objects.values_list("model", "client").get() == ("m\ufffd", "c\ufffd")

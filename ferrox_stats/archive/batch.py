@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import DataError, IntegrityError, connections, transaction
 
+from ..core.requests import encodable
 from .rows import COLUMNS, Pending, dead_letter_payload, invalid_reason, row_values
 
 # Errors that belong to a row, not to the connection: the row is dead-lettered.
@@ -69,6 +70,9 @@ def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult
     """Write ``items`` in one transaction; raise if the batch could not commit at all."""
     from ..models import DeadLetter
 
+    # The server's own records as given on the request path: a lone surrogate (from a
+    # client's body) is replaced here, off it. Ingest rejected such items already.
+    items = [item._replace(record=encodable(item.record)) for item in items]
     result = BatchResult(outcomes=[""] * len(items))
     candidates: list[int] = []
     seen: set[Hashable] = set()

@@ -82,7 +82,9 @@ def encodable(record: Record) -> Record:
     """``record`` with each lone surrogate in its strings replaced by U+FFFD.
 
     Such a string (a client's ``"model": "\\ud800"``) cannot be encoded as UTF-8, so no
-    response or page could show it. The same record when there is none (the usual case).
+    response or page could show it and no database store it. The same record when there
+    is none (the usual case). Applied where a record is shown (``entry``) or archived,
+    never on the request path.
     """
     try:
         # The usual case, checked in C: every text field ASCII (about a third of the
@@ -125,7 +127,9 @@ def itl_ms(record: Record) -> float | None:
 
 
 def entry(record: Record, seq: int | None = None) -> dict[str, Any]:
-    """The wire dict of ``record``: ``seq`` (``None`` outside a ring), fields, derived rates."""
+    """The wire dict of ``record``: ``seq`` (``None`` outside a ring), fields, derived rates;
+    a lone surrogate in its text replaced (see ``encodable``), so any renderer can encode it."""
+    record = encodable(record)
     wire: dict[str, Any] = {"seq": seq}
     wire.update(record._asdict())
     wire["decode_tps"] = decode_tps(record)
