@@ -26,6 +26,7 @@ from ferrox_stats.archive import writer as writer_module
 from ferrox_stats.archive.rows import datetime_to_at_ms
 from ferrox_stats.conf import conf
 from ferrox_stats.models import ApiToken, DeadLetter, FinishedRequest
+from tests.api.test_ingest import item
 from tests.conftest import FakeClock
 from tests.factories import BASE_AT_MS, archive, make_record
 
@@ -143,20 +144,7 @@ def test_the_token_command_lists_and_revokes_on_telemetry() -> None:
 def test_ingest_and_history_use_telemetry(recorder: live.Recorder, clock: FakeClock) -> None:
     _, ingest_secret = tokens.issue("gpu-1", read=False, ingest=True, replica="gpu-1")
     _, read_secret = tokens.issue("poller")
-    record = {
-        "request_id": "i1",
-        "at_ms": clock.wall - 1000,
-        "route": "/v1/chat/completions",
-        "model": "qwen2.5-14b",
-        "status": 200,
-        "stream": True,
-        "prompt_tokens": 100,
-        "completion_tokens": 21,
-        "ttft_ms": 80.0,
-        "duration_ms": 500,
-        "decode_ms": 400.0,
-        "finish_reason": "stop",
-    }
+    record = item(1, clock, request_id="i1")  # the ingest tests' wire record
     answer = bearer(ingest_secret).post(
         f"{PREFIX}/v1/ingest", {"records": [record]}, content_type="application/json"
     )
