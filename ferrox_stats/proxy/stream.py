@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -12,15 +12,50 @@ from ..tracker import Tracker
 from .accounting import StreamReader
 from .errors import UPSTREAM_BROKEN, UPSTREAM_TIMEOUT, sse_error_event
 
-# Closing an upstream answer from outside the loop needs a task; keep a reference to
-# each until it is done (the loop holds tasks only weakly).
-_closing: set[asyncio.Task[None]] = set()
+_T = TypeVar("_T")
+
+# Closing an upstream answer from outside the loop, or reading its end while the client
+# may leave, needs a task; keep a reference to each until it is done (the loop holds
+# tasks only weakly).
+_closing: set[asyncio.Task[Any]] = set()
 
 
-def _in_background(closing: Coroutine[Any, Any, None]) -> None:
-    task = asyncio.ensure_future(closing)
+def _in_background(work: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
+    task = asyncio.ensure_future(work)
     _closing.add(task)
     task.add_done_callback(_closing.discard)
+    return task
+
+
+# After "[DONE]", how long the upstream may take to end its body, and how much it may
+# send meanwhile, before its connection is dropped instead of going back to the pool.
+_AFTER_DONE_S = 5.0
+_AFTER_DONE_BYTES = 64 * 1024
+
+
+async def _rest_of_body(
+    answer: httpx.Response, chunks: AsyncIterator[bytes], reader: StreamReader
+) -> bytes:
+    """Read the upstream body to its end once "[DONE]" has passed, then close it.
+
+    It runs on a task of its own, started before the client is handed "[DONE]": a
+    client may hang up the moment it sees "[DONE]" (the official openai client's
+    synchronous stream does), and a read cancelled with the relay would close the
+    upstream connection instead of returning it to the pool. What arrives is still
+    relayed to a client that stays.
+    """
+    out = b""
+    try:
+        async with asyncio.timeout(_AFTER_DONE_S):
+            async for data in chunks:
+                out += reader.feed(data)
+                if len(out) > _AFTER_DONE_BYTES:
+                    break
+    except (TimeoutError, httpx.TransportError):
+        pass
+    finally:
+        await answer.aclose()
+    return out
 
 
 class RelayStream:
@@ -39,6 +74,7 @@ class RelayStream:
         self._answer = answer
         self._reader = reader
         self._loop = asyncio.get_running_loop()
+        self._rest: asyncio.Task[bytes] | None = None
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._relay()
@@ -48,13 +84,20 @@ class RelayStream:
         failure: BaseException | None = None
         try:
             try:
-                async for data in self._answer.aiter_raw():
+                chunks = self._answer.aiter_raw()
+                async for data in chunks:
                     out = reader.feed(data)
                     if reader.done:
                         # Recorded before the client is handed "[DONE]": a client that
                         # has its whole answer finds its request in the ring (as with a
                         # whole JSON answer), not after the upstream hangs up.
                         tracker.close()
+                        self._rest = _in_background(_rest_of_body(self._answer, chunks, reader))
+                        if out:
+                            yield out
+                        if rest := await asyncio.shield(self._rest):
+                            yield rest
+                        return
                     if out:
                         yield out
                 if rest := reader.flush():
@@ -73,7 +116,8 @@ class RelayStream:
         finally:
             # The request ends first: closing the upstream may be interrupted.
             tracker.close(failure)
-            await self._answer.aclose()
+            if self._rest is None:  # else the rest's own task closes the answer
+                await self._answer.aclose()
 
     def close(self) -> None:
         """Django calls this when it is done with the response, from a worker thread.
@@ -88,5 +132,5 @@ class RelayStream:
 
     def _abandon(self) -> None:
         self._tracker.close(asyncio.CancelledError())  # a no-op if the relay ended it
-        if not self._answer.is_closed:
+        if self._rest is None and not self._answer.is_closed:
             _in_background(self._answer.aclose())

@@ -320,16 +320,30 @@ def test_connections_to_the_upstream_are_pooled(plane: Plane, settings: Any) -> 
     async def watched(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             peers.append(scope["client"])
-        await engine(scope, receive, send)
+
+        async def late_end(message: Any) -> None:
+            # The body's end comes a moment after "[DONE]", as over a real network: the
+            # openai client hangs up on "[DONE]", and the pass-through must still have
+            # read the upstream body to its end for the connection to stay pooled.
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                await send({**message, "more_body": True})
+                await asyncio.sleep(0.05)
+                message = {"type": "http.response.body", "body": b""}
+            await send(message)
+
+        await engine(scope, receive, late_end)
 
     with serve(watched) as url:
         set_proxy(settings, PROXY_UPSTREAMS=upstreams(watched=url))
         client = through(plane)
-        for _ in range(3):
+        for _ in range(5):
             client.chat.completions.create(model="sim-small", messages=MESSAGES)
             list(client.chat.completions.create(model="sim-small", messages=MESSAGES, stream=True))
-    assert len(peers) == 6
-    assert len(set(peers)) == 1  # one connection, kept alive, for all six
+    assert len(peers) == 10
+    # Two connections, kept alive, for all ten: the next request may go while a stream's
+    # connection still reads its end, which puts it back in the pool for a later one.
+    # A connection dropped with each stream would make six.
+    assert len(set(peers)) <= 2
 
 
 def test_an_engine_answering_a_stream_request_whole_is_relayed_whole(

@@ -96,3 +96,47 @@ def test_the_request_is_recorded_before_the_client_has_done() -> None:
     assert (record.status, record.aborted, record.completion_tokens) == (200, None, 1)
     assert recorder.serving.active == 0
     live.reset()
+
+
+class Watched(Upstream):
+    """An upstream body that says whether it was read to its end; its end comes only
+    when the test lets it (an engine's last write, a moment after "[DONE]")."""
+
+    def __init__(self, *parts: bytes) -> None:
+        super().__init__(*parts)
+        self.end = asyncio.Event()
+        self.read_to_end = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            yield part
+        await self.end.wait()
+        self.read_to_end = True
+
+
+def test_a_client_leaving_on_done_does_not_cut_the_upstream_body() -> None:
+    """The openai client hangs up as it sees "[DONE]". The upstream body's end is read
+    anyway (read to its end, its connection goes back to the pool; cut, it is dropped)."""
+    recorder = live.reset(FakeClock())
+
+    async def scenario() -> tuple[list[bytes], Watched, httpx.Response]:
+        tracker = recorder.track(stream=True).begin()
+        tracker.status = 200
+        body = Watched(b"data: [DONE]\n\n")
+        answer = httpx.Response(200, stream=body)
+        relay = RelayStream(tracker, answer, StreamReader(tracker, forward_usage=True))
+        parts = relay.__aiter__()
+        sent = [await anext(parts)]
+        await parts.aclose()  # the client left, the body's end not yet sent
+        assert not answer.is_closed
+        body.end.set()
+        for _ in range(5):  # the loop runs the read of the end
+            await asyncio.sleep(0)
+        return sent, body, answer
+
+    sent, body, answer = asyncio.run(scenario())
+    assert sent == [b"data: [DONE]\n\n"]
+    assert body.read_to_end and answer.is_closed
+    (record,) = [r for _, r in recorder.stats.since(0, 10).rows]
+    assert (record.aborted, record.status) == (None, 200)
+    live.reset()
