@@ -68,6 +68,16 @@ class RequestsView(FerroxView):
 
     @documented(
         summary="Finished requests since a cursor (this process's ring)",
+        description=(
+            "One process's ring of recent finished requests: whichever worker serves "
+            "the poll answers with its own ring and names itself in `instance`. Behind a "
+            "load balancer (several workers or hosts) successive polls reach different "
+            "processes, so following `next_cursor` here neither sees the fleet nor sees "
+            "each request once. To follow the whole fleet, poll "
+            "`v1/history?order=committed` with its `next_cursor` (every archived request "
+            "once, in commit order, a flush interval behind); for the fleet's numbers, "
+            "`v1/fleet`."
+        ),
         operation_id="requests",
         parameters=[SINCE, LIMIT, INSTANCE],
         responses={200: serializers.RingPageSerializer, **ERRORS},
