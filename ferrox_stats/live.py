@@ -294,6 +294,7 @@ def _build(clock: Clock | None) -> Recorder:
             sample_cap=conf.RATE_SAMPLE_CAP,
             min_span_s=conf.RATE_MIN_SPAN_S,
             gauge_max_age_s=conf.GAUGE_MAX_AGE_S,
+            max_models=conf.LABEL_MAX_MODELS,
             replica=replica,
             clock=clock,
             sink=sink,
