@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
-from .distribution import Distribution
+from .distribution import Distribution, bucket_index
 from .requests import Record
 
 __all__ = ["ABORTED", "DISTRIBUTIONS", "ERROR", "OK", "OTHER", "Breakdown", "Cell", "CellKey"]
@@ -168,36 +168,94 @@ class Breakdown:
         self._fast: dict[tuple[str | None, str | None, str], Cell] = {}
 
     def observe(self, record: Record) -> None:
-        """Count a finished record in its cell. Cheap (the request path calls it)."""
+        """Count a finished record in its cell. Cheap: the request path calls it.
+
+        ``ValueError`` (or ``OverflowError``) for a time that is negative or not finite,
+        raised before anything is counted.
+        """
+        # Written out rather than factored into helpers: this runs once per request,
+        # and in CPython a call costs about as much as the work it would hide.
+        # Anything that can raise does so before the lock, so nothing is half counted.
         model, route, prompt, completion, ttft, duration, decode, aborted, error = _FIELDS(record)
-        outcome = (
-            OK if aborted is None and error is None else ABORTED if aborted is not None else ERROR
-        )
-        # Everything that could raise is computed before any count changes.
-        duration_s = None if duration is None else _bucket(duration / 1000.0)
-        ttft_s = None if ttft is None else _bucket(ttft / 1000.0)
-        tpot_s = (
-            _bucket(decode / 1000.0 / (completion - 1))
-            if decode is not None and completion is not None and completion > 1
-            else None
-        )
-        inputs = None if prompt is None else _bucket(prompt)
-        outputs = None if completion is None else _bucket(completion)
+        if aborted is not None:
+            outcome = ABORTED
+        elif error is not None:
+            outcome = ERROR
+        else:
+            outcome = OK
+        # Times: a finite number >= 0 (NaN fails every comparison).
+        if not (duration is None or 0 <= duration < _INF):
+            raise ValueError(f"duration_ms must be a finite number >= 0, got {duration!r}")
+        if not (ttft is None or 0 <= ttft < _INF):
+            raise ValueError(f"ttft_ms must be a finite number >= 0, got {ttft!r}")
+        if not (decode is None or 0 <= decode < _INF):
+            raise ValueError(f"decode_ms must be a finite number >= 0, got {decode!r}")
+        # Token counts: one list lookup for the usual ones; _ZERO for 0.
+        table = _TOKEN_INDEX
+        i_index = o_index = None
+        if prompt is not None:
+            i_index = table[prompt] if 0 <= prompt < _TOKEN_TABLE else _token_index(prompt)
+        if completion is not None:
+            o_index = (
+                table[completion] if 0 <= completion < _TOKEN_TABLE else _token_index(completion)
+            )
+        frexp = _frexp
+        ceil = _ceil
         with self._lock:
             cell = self._fast.get((model, route, outcome)) or self._cell_for(model, route, outcome)
             cell.requests += 1
-            if inputs is not None:
+            # Each value: the sum, then zeros apart or its bucket (see distribution.py).
+            if duration is not None:
+                value = duration / 1000.0
+                dist = cell.duration
+                dist.total += value
+                if value:
+                    m, e = frexp(value)
+                    index = e * 32 + ceil(m * 64) - 33
+                    counts = dist.counts
+                    counts[index] = counts.get(index, 0) + 1
+                else:
+                    dist.zeros += 1
+            if ttft is not None:
+                value = ttft / 1000.0
+                dist = cell.ttft
+                dist.total += value
+                if value:
+                    m, e = frexp(value)
+                    index = e * 32 + ceil(m * 64) - 33
+                    counts = dist.counts
+                    counts[index] = counts.get(index, 0) + 1
+                else:
+                    dist.zeros += 1
+            if i_index is not None:
                 cell.input_tokens += prompt
-                _count(cell.input, inputs)
-            if outputs is not None:
+                dist = cell.input
+                dist.total += prompt
+                if i_index is _ZERO:
+                    dist.zeros += 1
+                else:
+                    counts = dist.counts
+                    counts[i_index] = counts.get(i_index, 0) + 1
+            if o_index is not None:
                 cell.output_tokens += completion
-                _count(cell.output, outputs)
-            if duration_s is not None:
-                _count(cell.duration, duration_s)
-            if ttft_s is not None:
-                _count(cell.ttft, ttft_s)
-            if tpot_s is not None:
-                _count(cell.tpot, tpot_s)
+                dist = cell.output
+                dist.total += completion
+                if o_index is _ZERO:
+                    dist.zeros += 1
+                else:
+                    counts = dist.counts
+                    counts[o_index] = counts.get(o_index, 0) + 1
+                if decode is not None and completion > 1:
+                    value = decode / 1000.0 / (completion - 1)
+                    dist = cell.tpot
+                    dist.total += value
+                    if value:
+                        m, e = frexp(value)
+                        index = e * 32 + ceil(m * 64) - 33
+                        counts = dist.counts
+                        counts[index] = counts.get(index, 0) + 1
+                    else:
+                        dist.zeros += 1
 
     def _cell_for(self, model: str | None, route: str | None, outcome: str) -> Cell:
         # Called with the lock held, the first time a (model, route, outcome) is seen
@@ -249,31 +307,31 @@ class Breakdown:
         return merged
 
 
-# Hot-path helpers: a bucket is computed before the lock, counted under it.
+# Hot-path helpers.
 
 _frexp = math.frexp
 _ceil = math.ceil
+_INF = math.inf
 
 
-def _bucket(value: float) -> tuple[float, int]:
-    """``(value, bucket index)``, the index -1 << 40 for zero; ``ValueError`` for a value
-    that is negative or not finite."""
-    if value > 0:
-        m, e = _frexp(value)  # ceil() raises OverflowError for inf
-        return value, e * 32 + _ceil(m * 64) - 33
-    if value == 0:
-        return 0.0, _ZERO_INDEX
-    raise ValueError(f"not a measurement: {value!r}")
+# The bucket "index" of a zero: told apart by identity.
+_ZERO: Any = object()
+
+# Token counts below this are bucketed by one list lookup instead of frexp and ceil.
+_TOKEN_TABLE = 1 << 14
 
 
-_ZERO_INDEX = -(1 << 40)
+def _token_index(tokens: int) -> Any:
+    """The bucket of a token count (an int >= 0): ``_ZERO`` for 0, else its index."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"a token count must be an integer >= 0, got {tokens!r}")
+    return _ZERO if tokens == 0 else bucket_index(tokens)
 
 
-def _count(distribution: Distribution, bucket: tuple[float, int]) -> None:
-    value, index = bucket
-    distribution.total += value
-    if index == _ZERO_INDEX:
-        distribution.zeros += 1
-    else:
-        counts = distribution.counts
-        counts[index] = counts.get(index, 0) + 1
+def _token_table() -> list[Any]:
+    # Each index is one int object, shared by every count in its bucket.
+    indices: dict[int, int] = {}
+    return [_ZERO] + [indices.setdefault(i, i) for i in map(bucket_index, range(1, _TOKEN_TABLE))]
+
+
+_TOKEN_INDEX = _token_table()

@@ -242,3 +242,24 @@ def test_merging_wires_of_split_records_equals_one_breakdown_of_all(
         assert Distribution.merged(getattr(c, name) for c in merged.values()).count == sum(
             getattr(i, f"{name}_ms") is not None for i in items
         )
+
+
+@pytest.mark.parametrize("tokens", [0, 1, 2, 3, 64, 1000, 16383, 16384, 100_000, 2**40])
+def test_token_counts_share_the_distribution_buckets(tokens: int) -> None:
+    breakdown = Breakdown()
+    breakdown.observe(record(prompt_tokens=tokens, completion_tokens=tokens))
+    [cell] = breakdown.cells().values()
+    expected = Distribution()
+    expected.add(tokens)
+    assert cell.input == expected
+    assert cell.output == expected
+
+
+@pytest.mark.parametrize("tokens", [-1, 2.5, 1e9, "12"])
+def test_a_token_count_that_is_not_a_count_raises_before_anything_is_counted(
+    tokens: Any,
+) -> None:
+    breakdown = Breakdown()
+    with pytest.raises((ValueError, TypeError)):
+        breakdown.observe(record(prompt_tokens=tokens, duration_ms=1.0))
+    assert breakdown.cells() == {}
