@@ -95,6 +95,7 @@ class LiveSnapshot:
     queue_depth: float | None
     sink_errors: int
     archive: Any  # the sink's ``health()``, when it reports one (``ArchiveHealth``)
+    gauges_refused: int = 0  # gauge reports ignored as impossible
 
 
 def new_instance_id(replica: str) -> str:
@@ -244,6 +245,7 @@ class Recorder:
             pool_occupancy=self.pool_occupancy.get(now),
             queue_depth=self.queue_depth.get(now),
             sink_errors=self.sink_errors,
+            gauges_refused=self.gauges_refused,
             archive=health() if callable(health := getattr(self.sink, "health", None)) else None,
         )
 
