@@ -402,7 +402,7 @@ def _check_metrics(values: Mapping[str, Any]) -> list[CheckMessage]:
             Error(
                 "FERROX_STATS['METRICS_DIR'] must be an absolute path or None.",
                 hint=f"Got {where!r}; None uses a directory under the system temp dir.",
-                id="ferrox_stats.E080",
+                id="ferrox_stats.E085",
             )
         )
     families = values["METRICS_FAMILIES"]
@@ -416,7 +416,7 @@ def _check_metrics(values: Mapping[str, Any]) -> list[CheckMessage]:
             Error(
                 "FERROX_STATS['METRICS_FAMILIES'] must be a non-empty list of metric families.",
                 hint=f"Got {families!r}; known: {', '.join(METRICS_FAMILIES)}.",
-                id="ferrox_stats.E081",
+                id="ferrox_stats.E086",
             )
         )
     prefix = values["METRICS_VLLM_PREFIX"]
@@ -426,7 +426,7 @@ def _check_metrics(values: Mapping[str, Any]) -> list[CheckMessage]:
                 "FERROX_STATS['METRICS_VLLM_PREFIX'] must be a Prometheus metric name.",
                 hint=f"Got {prefix!r}; letters, digits, '_' and ':', not starting with a "
                 'digit (the default is "vllm").',
-                id="ferrox_stats.E082",
+                id="ferrox_stats.E087",
             )
         )
     return messages

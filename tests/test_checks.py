@@ -231,18 +231,18 @@ def test_every_readable_endpoint_can_be_named_public(settings: Any) -> None:
 
 
 @pytest.mark.parametrize("value", ["relative/dir", "", 3, ["/tmp"]])
-def test_e080_the_metrics_dir_is_an_absolute_path(settings: Any, value: Any) -> None:
-    assert ids(settings, {"METRICS_DIR": value}) == ["ferrox_stats.E080"]
+def test_e085_the_metrics_dir_is_an_absolute_path(settings: Any, value: Any) -> None:
+    assert ids(settings, {"METRICS_DIR": value}) == ["ferrox_stats.E085"]
 
 
 @pytest.mark.parametrize("value", ["otel", [], ["otel", "statsd"], None, {"vllm": 1}])
-def test_e081_the_metrics_families_are_known(settings: Any, value: Any) -> None:
-    assert ids(settings, {"METRICS_FAMILIES": value}) == ["ferrox_stats.E081"]
+def test_e086_the_metrics_families_are_known(settings: Any, value: Any) -> None:
+    assert ids(settings, {"METRICS_FAMILIES": value}) == ["ferrox_stats.E086"]
 
 
 @pytest.mark.parametrize("value", ["", "9vllm", "vllm-x", "v llm", None, 3])
-def test_e082_the_vllm_prefix_is_a_metric_name(settings: Any, value: Any) -> None:
-    assert ids(settings, {"METRICS_VLLM_PREFIX": value}) == ["ferrox_stats.E082"]
+def test_e087_the_vllm_prefix_is_a_metric_name(settings: Any, value: Any) -> None:
+    assert ids(settings, {"METRICS_VLLM_PREFIX": value}) == ["ferrox_stats.E087"]
 
 
 def test_good_metrics_settings_pass(settings: Any, tmp_path: Any) -> None:
