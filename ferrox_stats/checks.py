@@ -40,6 +40,10 @@ POSITIVE_SECONDS = (
     "PROXY_READ_TIMEOUT_S",
 )
 
+# The most models LABEL_MAX_MODELS may name apart: each multiplies the breakdown's
+# cells (by routes and outcomes), which every heartbeat and /metrics scrape carries.
+LABEL_MAX_MODELS_LIMIT = 1000
+
 # The endpoints PUBLIC_ENDPOINTS may name (each view's ``endpoint_name``); ``ingest``
 # is never public.
 PUBLIC_NAMES = (
@@ -219,6 +223,18 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                     id="ferrox_stats.E005",
                 )
             )
+
+    max_models = values["LABEL_MAX_MODELS"]
+    if not (_positive_int(max_models) and max_models <= LABEL_MAX_MODELS_LIMIT):
+        errors.append(
+            Error(
+                "FERROX_STATS['LABEL_MAX_MODELS'] must be a positive integer no larger "
+                f"than {LABEL_MAX_MODELS_LIMIT}.",
+                hint=f"Got {max_models!r}; the default is {DEFAULTS['LABEL_MAX_MODELS']!r}. "
+                "Each model multiplies the label set every heartbeat and scrape carries.",
+                id="ferrox_stats.E080",
+            )
+        )
 
     replica = values["REPLICA"]
     if replica is not None and not (isinstance(replica, str) and replica.strip()):

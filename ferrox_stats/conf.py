@@ -24,6 +24,9 @@ DEFAULTS: dict[str, Any] = {
     # Seconds after which a gauge only some reports carry (pool occupancy, queue
     # depth) reads null again; None keeps the last report forever.
     "GAUGE_MAX_AGE_S": 60.0,
+    # Models named apart in the per-label breakdown (heartbeats, /metrics), at most;
+    # later ones count as "other", so clients cannot grow the label set without bound.
+    "LABEL_MAX_MODELS": 20,
     # The name this process records as ``replica``; None means the host name.
     "REPLICA": None,
     # Dotted path of a callable taking ``instance=`` and returning the sink finished
@@ -142,6 +145,10 @@ class Settings:
     def GAUGE_MAX_AGE_S(self) -> float | None:
         value = self._get("GAUGE_MAX_AGE_S")
         return None if value is None else float(value)
+
+    @property
+    def LABEL_MAX_MODELS(self) -> int:
+        return int(self._get("LABEL_MAX_MODELS"))
 
     @property
     def REPLICA(self) -> str:

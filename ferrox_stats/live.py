@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .core.breakdown import Breakdown
 from .core.rate import LastKnown, gauge_problem, pool_occupancy
 from .core.requests import Record, Stats, Summary
 from .core.serving import ServingSnapshot, ServingStats
@@ -113,6 +114,8 @@ class Recorder:
         sample_cap: int = 4096,
         min_span_s: float = 1.0,
         gauge_max_age_s: float | None = 60.0,
+        max_models: int = 20,
+        max_routes: int = 20,
         replica: str = "local",
         clock: Clock | None = None,
         sink: RecordSink | None = None,
@@ -123,6 +126,9 @@ class Recorder:
         self.instance = instance or new_instance_id(replica)
         self.serving = ServingStats(window_s, sample_cap, min_span_s)
         self.stats = Stats(capacity, max_page, self.instance)
+        # Per (model, route, outcome) distributions: what heartbeats and /metrics publish.
+        self.breakdown = Breakdown(max_models=max_models, max_routes=max_routes)
+        self.breakdown_errors = 0  # records the breakdown refused (a bug, not a request's)
         self.pool_occupancy: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.queue_depth: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.gauges_refused = 0  # gauge reports ignored as impossible
@@ -130,6 +136,7 @@ class Recorder:
         self.sink = sink
         self.sink_errors = 0
         self.started_at = self.clock.monotonic()
+        self.started_ms = self.clock.wall_ms()
 
     def track(
         self,
@@ -180,6 +187,7 @@ class Recorder:
         surrogate (which nothing could encode) by U+FFFD (``core.requests.encodable``).
         """
         seq = self.stats.record(record)
+        self._observe(record)
         sink = self.sink
         if sink is not None:
             try:
@@ -205,7 +213,21 @@ class Recorder:
         self.serving.observe_tokens(
             self.clock.monotonic(), record.prompt_tokens or 0, record.completion_tokens or 0
         )
+        self._observe(record)
         return self.stats.record(record)
+
+    def _observe(self, record: Record) -> None:
+        try:
+            self.breakdown.observe(record)
+        except Exception:
+            # A record the breakdown cannot count (a negative or infinite time from a
+            # host's own Record) must not fail the request that finished.
+            self.breakdown_errors += 1
+            if self.breakdown_errors == 1:
+                logger.exception(
+                    "ferrox_stats: a record could not be counted in the breakdown (later "
+                    "ones are only counted, in Recorder.breakdown_errors)"
+                )
 
     def snapshot(self) -> LiveSnapshot:
         now = self.clock.monotonic()
@@ -272,6 +294,7 @@ def _build(clock: Clock | None) -> Recorder:
             sample_cap=conf.RATE_SAMPLE_CAP,
             min_span_s=conf.RATE_MIN_SPAN_S,
             gauge_max_age_s=conf.GAUGE_MAX_AGE_S,
+            max_models=conf.LABEL_MAX_MODELS,
             replica=replica,
             clock=clock,
             sink=sink,

@@ -97,6 +97,16 @@ def test_e005_ages_are_positive_or_none(settings: Any, key: str, value: Any) -> 
     assert ids(settings, {key: value}) == ["ferrox_stats.E005"]
 
 
+@pytest.mark.parametrize("value", [0, -1, 2.5, "20", True, None, 1001])
+def test_e080_label_max_models_is_a_bounded_positive_integer(settings: Any, value: Any) -> None:
+    assert ids(settings, {"LABEL_MAX_MODELS": value}) == ["ferrox_stats.E080"]
+
+
+@pytest.mark.parametrize("value", [1, 1000])
+def test_label_max_models_bounds_are_fine(settings: Any, value: int) -> None:
+    assert ids(settings, {"LABEL_MAX_MODELS": value}) == []
+
+
 @pytest.mark.parametrize("key", ["GAUGE_MAX_AGE_S", "RETENTION_DAYS"])
 def test_ages_of_none_mean_forever(settings: Any, key: str) -> None:
     assert ids(settings, {key: None}) == []
