@@ -86,8 +86,18 @@ def default_directory() -> str:
     the user, so two projects on one host never share counters."""
     from django.conf import settings
 
-    module = str(getattr(settings, "SETTINGS_MODULE", None) or "settings")
-    where = getattr(sys.modules.get(module), "__file__", None) or module
+    # override_settings() hides SETTINGS_MODULE (None) but not the environment's.
+    module = str(
+        getattr(settings, "SETTINGS_MODULE", None)
+        or os.environ.get("DJANGO_SETTINGS_MODULE")
+        or "settings"
+    )
+    # settings.configure() has no module: the program's own file tells projects apart.
+    where = (
+        getattr(sys.modules.get(module), "__file__", None)
+        or getattr(sys.modules.get("__main__"), "__file__", None)
+        or os.getcwd()
+    )
     digest = hashlib.sha256(os.path.abspath(where).encode()).hexdigest()[:10]
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", module)[:60]
     return os.path.join(tempfile.gettempdir(), f"ferrox_stats-{safe}-{digest}-{os.getuid()}")
@@ -378,8 +388,8 @@ def _retire(
         "rates": {"decode": dict(_EMPTY_RATE), "prefill": dict(_EMPTY_RATE)},
         "breakdown": merged["breakdown"],
         "gauges": {"pool_occupancy": None, "queue_depth": None, "refused": 0},
-        "recorded_total": sum(int(p.get("recorded_total") or 0) for p in parts),
-        "sink_errors": sum(int(p.get("sink_errors") or 0) for p in parts),
+        "recorded_total": merged["recorded_total"],
+        "sink_errors": merged["sink_errors"],
         "archive": None if merged["archive"] is None else {**merged["archive"], "pending": 0},
         "folded": folded,
         "lost": lost,
@@ -508,14 +518,18 @@ def _merge(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
         return merge_states(good), len(parts) - len(good)
 
 
-def host_totals(current: Mapping[str, Any] | None = None) -> HostTotals:
+def host_totals(
+    current: Mapping[str, Any] | None = None, *, now_ms: int | None = None
+) -> HostTotals:
     """Every process of this host merged, with whatever has retired.
 
     ``current`` is the caller's own fresh document (already published): it stands in for
     the caller's file. When the directory cannot be used, the totals are ``current``'s
-    alone (``host_wide`` False).
+    alone (``host_wide`` False). ``now_ms`` (epoch ms; default ``current``'s ``at_ms``,
+    else the system clock) ages the gauges.
     """
-    now_ms = int(time.time() * 1000)
+    if now_ms is None:
+        now_ms = int(current["at_ms"]) if current is not None else int(time.time() * 1000)
     path = directory()
     own = dict(current) if current is not None else None
     if not _usable(path):

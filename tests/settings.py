@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import dj_database_url
 
@@ -61,4 +62,7 @@ TIME_ZONE = "UTC"
 STATIC_URL = "static/"
 
 # Tests build archive writers explicitly; the recorder keeps records in memory.
-FERROX_STATS = {"REPLICA": "test-replica", "ARCHIVE_SINK": None}
+# Each test run's processes publish their state for /metrics in a directory of their
+# own (removed at the end of the session by tests/conftest.py).
+METRICS_DIR = os.path.join(tempfile.gettempdir(), f"ferrox_stats-tests-{os.getpid()}")
+FERROX_STATS = {"REPLICA": "test-replica", "ARCHIVE_SINK": None, "METRICS_DIR": METRICS_DIR}

@@ -227,8 +227,7 @@ def test_e014_public_endpoints_names_only_endpoints_that_can_be_public(
 def test_every_readable_endpoint_can_be_named_public(settings: Any) -> None:
     import inspect
 
-    from ferrox_stats import metrics
-    from ferrox_stats.api import schema, views
+    from ferrox_stats.api import metrics, schema, views
 
     names = {
         cls.endpoint_name

@@ -160,6 +160,12 @@ def test_the_default_directory_is_per_settings_module_and_user() -> None:
     assert where.endswith(f"-{os.getuid()}")
 
 
+def test_the_default_directory_stays_put_under_overridden_settings(settings: Any) -> None:
+    before = host_state.default_directory()
+    settings.FERROX_STATS = {"REPLICA": "other"}  # override_settings hides SETTINGS_MODULE
+    assert host_state.default_directory() == before
+
+
 # -- reading the host --------------------------------------------------------------------
 
 

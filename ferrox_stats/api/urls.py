@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from .. import metrics
-from . import schema, views
+from . import metrics, schema, views
 
 urlpatterns = [
     path("v1/requests", views.RequestsView.as_view(), name="requests"),
