@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,7 +58,13 @@ PUBLIC_NAMES = (
     "schema",
     "docs",
     "fleet",
+    "metrics",
 )
+
+# The families /metrics may expose (METRICS_FAMILIES).
+METRICS_FAMILIES = ("otel", "vllm")
+# What Prometheus accepts as the start of a metric name (the vLLM prefix is one).
+METRIC_PREFIX = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 def _positive_int(value: Any) -> bool:
@@ -320,6 +328,7 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
 
     errors.extend(_check_throttle_rates(values["THROTTLE_RATES"]))
     errors.extend(_check_public_endpoints(values["PUBLIC_ENDPOINTS"]))
+    errors.extend(_check_metrics(values))
     return errors
 
 
@@ -432,6 +441,44 @@ def _check_heartbeat_ages(values: Mapping[str, Any]) -> list[CheckMessage]:
                 hint=f"Got INSTANCE_LOST_S={lost!r}, INSTANCE_KEEP_S={keep!r}: a crashed "
                 "instance's row would be deleted before it is ever shown lost.",
                 id="ferrox_stats.E061",
+            )
+        )
+    return messages
+
+
+def _check_metrics(values: Mapping[str, Any]) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    where = values["METRICS_DIR"]
+    if where is not None and not (isinstance(where, str) and os.path.isabs(where)):
+        messages.append(
+            Error(
+                "FERROX_STATS['METRICS_DIR'] must be an absolute path or None.",
+                hint=f"Got {where!r}; None uses a directory under the system temp dir.",
+                id="ferrox_stats.E085",
+            )
+        )
+    families = values["METRICS_FAMILIES"]
+    if (
+        isinstance(families, str)
+        or not isinstance(families, list | tuple | set | frozenset)
+        or not families
+        or any(family not in METRICS_FAMILIES for family in families)
+    ):
+        messages.append(
+            Error(
+                "FERROX_STATS['METRICS_FAMILIES'] must be a non-empty list of metric families.",
+                hint=f"Got {families!r}; known: {', '.join(METRICS_FAMILIES)}.",
+                id="ferrox_stats.E086",
+            )
+        )
+    prefix = values["METRICS_VLLM_PREFIX"]
+    if not (isinstance(prefix, str) and METRIC_PREFIX.fullmatch(prefix)):
+        messages.append(
+            Error(
+                "FERROX_STATS['METRICS_VLLM_PREFIX'] must be a Prometheus metric name.",
+                hint=f"Got {prefix!r}; letters, digits, '_' and ':', not starting with a "
+                'digit (the default is "vllm").',
+                id="ferrox_stats.E087",
             )
         )
     return messages

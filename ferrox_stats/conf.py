@@ -59,11 +59,22 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_BATCH_SIZE": 5000,
     # API endpoints anyone may read without credentials, by name: "requests",
     # "stats", "admin_stats", "history", "history_detail", "history_export",
-    # "schema", "docs", "fleet". Everything else needs a staff session or a token.
+    # "schema", "docs", "fleet", "metrics". Everything else needs a staff session or a
+    # token.
     "PUBLIC_ENDPOINTS": [],
     # Whether the host project's own drf-spectacular schema describes the app's API
     # (prefixed names, the "ferrox_stats" tag). False: only the app's schema does.
     "HOST_SCHEMA": False,
+    # Where each process of this host writes its state for /metrics (one file per
+    # process, plus retired.json summing processes that ended). None: a directory under
+    # the system temp dir named for the settings module and the user. Wiping it (a
+    # reboot wipes the default) resets the host's counters.
+    "METRICS_DIR": None,
+    # The metric families /metrics exposes: "otel" (OpenTelemetry GenAI names and
+    # ferrox_stats_*), "vllm" (vLLM's names, for dashboards built on them).
+    "METRICS_FAMILIES": ["otel"],
+    # The prefix of the vLLM family's names: "<prefix>:e2e_request_latency_seconds".
+    "METRICS_VLLM_PREFIX": "vllm",
     # Rows a since-cursor poll returns when it does not ask (capped at MAX_PAGE).
     "REQUESTS_DEFAULT_LIMIT": 100,
     # Rows a history page returns when it does not ask, and at most.
@@ -212,6 +223,19 @@ class Settings:
     @property
     def HOST_SCHEMA(self) -> bool:
         return bool(self._get("HOST_SCHEMA"))
+
+    @property
+    def METRICS_DIR(self) -> str | None:
+        value = self._get("METRICS_DIR")
+        return str(value) if value else None
+
+    @property
+    def METRICS_FAMILIES(self) -> frozenset[str]:
+        return frozenset(self._get("METRICS_FAMILIES"))
+
+    @property
+    def METRICS_VLLM_PREFIX(self) -> str:
+        return str(self._get("METRICS_VLLM_PREFIX"))
 
     @property
     def REQUESTS_DEFAULT_LIMIT(self) -> int:

@@ -2,8 +2,8 @@
 # Create the test environments, install, and run every test:
 #   Django 5.2 LTS on the default python3 (3.11): SQLite, then PostgreSQL;
 #   Django 6.x on python3.12, where it exists: SQLite, then PostgreSQL.
-# It installs what the tests need: the virtualenvs, and Debian's chromium for the
-# dashboard's browser tests (as root, when it is missing).
+# It installs what the tests need: the virtualenvs, Debian's chromium for the
+# dashboard's browser tests and Debian's prometheus for promtool (as root, when missing).
 # PostgreSQL comes from DATABASE_URL, else the local server when it answers.
 # Under CI=true the PostgreSQL legs are mandatory and fail loudly if it cannot connect.
 # Extra arguments go to pytest (e.g. `make test ARGS="-k ring"`).
@@ -66,6 +66,18 @@ if [ ! -x /usr/bin/chromium ]; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
     else
         echo "== no /usr/bin/chromium: the browser tests will skip (CI=true makes them fail)" >&2
+    fi
+fi
+
+# /metrics is checked by Prometheus's own promtool (Debian's prometheus package).
+if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing Debian's prometheus for promtool (checks /metrics)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            prometheus >/dev/null
+    else
+        echo "== no promtool: the /metrics format test will skip (CI=true makes it fail)" >&2
     fi
 fi
 

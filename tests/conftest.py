@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +28,17 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         self.now += seconds
         self.wall += round(seconds * 1000)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _metrics_dir_removed_after_the_run() -> Iterator[None]:
+    """The run's METRICS_DIR (tests/settings.py) goes with it."""
+    yield
+    from django.conf import settings
+
+    where = getattr(settings, "METRICS_DIR", None)
+    if where and os.path.basename(where) == f"ferrox_stats-tests-{os.getpid()}":
+        shutil.rmtree(where, ignore_errors=True)
 
 
 @pytest.fixture

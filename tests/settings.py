@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import dj_database_url
 
@@ -63,4 +64,12 @@ STATIC_URL = "static/"
 # Tests build archive writers and heartbeats explicitly; the recorder keeps records in
 # memory (HEARTBEAT_S None: a test that turns the archive on gets no heartbeat thread
 # writing rows behind the other tests' backs unless it asks for one).
-FERROX_STATS = {"REPLICA": "test-replica", "ARCHIVE_SINK": None, "HEARTBEAT_S": None}
+# Each test run's processes publish their state for /metrics in a directory of their
+# own (removed at the end of the session by tests/conftest.py).
+METRICS_DIR = os.path.join(tempfile.gettempdir(), f"ferrox_stats-tests-{os.getpid()}")
+FERROX_STATS = {
+    "REPLICA": "test-replica",
+    "ARCHIVE_SINK": None,
+    "HEARTBEAT_S": None,
+    "METRICS_DIR": METRICS_DIR,
+}

@@ -257,16 +257,40 @@ def test_e014_public_endpoints_names_only_endpoints_that_can_be_public(
 def test_every_readable_endpoint_can_be_named_public(settings: Any) -> None:
     import inspect
 
-    from ferrox_stats.api import schema, views
+    from ferrox_stats.api import metrics, schema, views
 
     names = {
         cls.endpoint_name
-        for module in (views, schema)
+        for module in (views, schema, metrics)
         for _, cls in inspect.getmembers(module, inspect.isclass)
         if getattr(cls, "endpoint_name", "") and cls.__module__ == module.__name__
     }
     assert names - {"ingest"} == set(PUBLIC_NAMES)
     assert ids(settings, {"PUBLIC_ENDPOINTS": sorted(PUBLIC_NAMES)}) == []
+
+
+@pytest.mark.parametrize("value", ["relative/dir", "", 3, ["/tmp"]])
+def test_e085_the_metrics_dir_is_an_absolute_path(settings: Any, value: Any) -> None:
+    assert ids(settings, {"METRICS_DIR": value}) == ["ferrox_stats.E085"]
+
+
+@pytest.mark.parametrize("value", ["otel", [], ["otel", "statsd"], None, {"vllm": 1}])
+def test_e086_the_metrics_families_are_known(settings: Any, value: Any) -> None:
+    assert ids(settings, {"METRICS_FAMILIES": value}) == ["ferrox_stats.E086"]
+
+
+@pytest.mark.parametrize("value", ["", "9vllm", "vllm-x", "v llm", None, 3])
+def test_e087_the_vllm_prefix_is_a_metric_name(settings: Any, value: Any) -> None:
+    assert ids(settings, {"METRICS_VLLM_PREFIX": value}) == ["ferrox_stats.E087"]
+
+
+def test_good_metrics_settings_pass(settings: Any, tmp_path: Any) -> None:
+    good = {
+        "METRICS_DIR": str(tmp_path),
+        "METRICS_FAMILIES": ["vllm", "otel"],
+        "METRICS_VLLM_PREFIX": "engine:vllm_",
+    }
+    assert ids(settings, good) == []
 
 
 # -- startup validation: servers run no system checks ------------------------------------

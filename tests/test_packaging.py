@@ -28,7 +28,13 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parent.parent
 # sha256 of https://www.apache.org/licenses/LICENSE-2.0.txt, the standard text.
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
-CORE = {"django>=5.2", "djangorestframework>=3.15", "django-filter>=24.1", "drf-spectacular>=0.28"}
+CORE = {
+    "django>=5.2",
+    "djangorestframework>=3.15",
+    "django-filter>=24.1",
+    "drf-spectacular>=0.28",
+    "prometheus-client>=0.20",
+}
 NOT_SHIPPED = ("tests/", "loadgen/", "project/", "bench/", "templates/", "scripts/")
 IN_CI = os.environ.get("CI") == "true"
 

@@ -56,6 +56,7 @@ QUERY_PARAMETERS: dict[str, list[str]] = {
     "ferrox_stats:history-export": sorted({"format", *HISTORY_FILTERS}),
     "ferrox_stats:history-detail": [],
     "ferrox_stats:ingest": [],
+    "ferrox_stats:metrics": [],
 }
 CHECKS = [
     not_a_server_error,
@@ -75,6 +76,7 @@ EXAMPLES = {
     "ferrox_stats_history_detail": 200,
     "ferrox_stats_history_export": 150,
     "ferrox_stats_ingest": 120,
+    "ferrox_stats_metrics": 100,
 }
 # Without a valid credential every case is refused before any parsing, so fewer
 # suffice: 100 anonymous and 100 with made-up credentials per operation.

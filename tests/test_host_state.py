@@ -1,0 +1,378 @@
+"""The host's state files (``ferrox_stats.host_state``): publish, read, fold what ended."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferrox_stats import host_state
+from ferrox_stats.host_state import RETIRED, file_name, host_totals, publish
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def dead_pid() -> int:
+    """The pid of a process that certainly ran and certainly ended (reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def state(
+    instance: str,
+    *,
+    pid: int | None = None,
+    completed: int = 0,
+    active: int = 0,
+    pending: int = 0,
+    stopped: bool = False,
+    at_ms: int | None = None,
+    started_ms: int | None = None,
+    aborts: dict[str, int] | None = None,
+    archive: bool = True,
+    gauges: dict[str, Any] | None = None,
+    breakdown: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A process's state document (the shape of ``ferrox_stats.state.process_state``)."""
+    rate = {"amount": 0.0, "span_s": 0.0, "samples": 0, "window_s": 5.0}
+    return {
+        "version": 1,
+        "instance": instance,
+        "replica": "test-replica",
+        "host": socket.gethostname(),
+        "pid": os.getpid() if pid is None else pid,
+        "started_ms": now_ms() - 1000 if started_ms is None else started_ms,
+        "at_ms": now_ms() if at_ms is None else at_ms,
+        "uptime_s": 1.0,
+        "stopped": stopped,
+        "serving": {
+            "active": active,
+            "completed": completed,
+            "aborts": aborts or {},
+            "prompt_tokens_total": 10 * completed,
+            "completion_tokens_total": 20 * completed,
+        },
+        "rates": {"decode": dict(rate), "prefill": dict(rate)},
+        "breakdown": breakdown or [],
+        "gauges": gauges or {"pool_occupancy": None, "queue_depth": None, "refused": 0},
+        "recorded_total": completed,
+        "sink_errors": 0,
+        "archive": {
+            "accepted": completed,
+            "persisted": completed - pending,
+            "duplicates": 0,
+            "pending": pending,
+            "dropped": {},
+            "dead_lettered": 0,
+        }
+        if archive
+        else None,
+    }
+
+
+@pytest.fixture
+def metrics_dir(settings: Any, tmp_path: Path) -> Iterator[Path]:
+    where = tmp_path / "metrics"
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "METRICS_DIR": str(where)}
+    host_state.reset()
+    yield where
+    host_state.reset()
+
+
+def files(where: Path) -> list[str]:
+    return sorted(p.name for p in where.iterdir() if not p.name.startswith("."))
+
+
+def completed(totals: host_state.HostTotals) -> int:
+    return int(totals.state["serving"]["completed"])
+
+
+# -- publish -----------------------------------------------------------------------------
+
+
+def test_publish_writes_one_file_per_instance_in_a_private_directory(metrics_dir: Path) -> None:
+    assert publish(state("web/1/aa", completed=3))
+    assert publish(state("web/1/aa", completed=4))
+    assert publish(state("web/2/bb", completed=5))
+    assert files(metrics_dir) == sorted([file_name("web/1/aa"), file_name("web/2/bb")])
+    assert metrics_dir.stat().st_mode & 0o777 == 0o700
+    written = json.loads((metrics_dir / file_name("web/1/aa")).read_text())
+    assert written["serving"]["completed"] == 4
+
+
+def test_file_names_are_safe_and_distinct() -> None:
+    assert file_name("a/b") != file_name("a_b")
+    name = file_name("../../etc/passwd\x00" + "x" * 500)
+    assert "/" not in name and "\x00" not in name and len(name) < 120
+    assert name.endswith(".json") and name != RETIRED
+
+
+def test_an_older_document_never_replaces_a_newer_one(metrics_dir: Path) -> None:
+    assert publish(state("w/1/a", completed=9, at_ms=2000))
+    assert not publish(state("w/1/a", completed=7, at_ms=1000))
+    assert completed(host_totals()) == 9
+
+
+def test_publish_never_raises_and_logs_once(
+    settings: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "METRICS_DIR": str(blocker / "sub")}
+    host_state.reset()
+    with caplog.at_level(logging.WARNING, logger="ferrox_stats.metrics"):
+        assert not publish(state("w/1/a"))
+        assert not publish(state("w/1/a", at_ms=now_ms() + 1))
+    assert host_state.failures == 2
+    assert len(caplog.records) == 1
+    host_state.reset()
+
+
+def test_a_directory_others_may_write_is_refused(metrics_dir: Path) -> None:
+    metrics_dir.mkdir(mode=0o700)
+    (metrics_dir / file_name("w/9/planted")).write_text(json.dumps(state("w/9/planted")))
+    metrics_dir.chmod(0o777)
+    mine = state("w/1/mine", completed=2)
+    assert not publish(mine)
+    totals = host_totals(mine)
+    assert not totals.host_wide
+    assert (completed(totals), totals.instances) == (2, 1)
+
+
+def test_the_default_directory_is_per_settings_module_and_user() -> None:
+    where = host_state.default_directory()
+    assert where.startswith(os.path.join(__import__("tempfile").gettempdir(), "ferrox_stats-"))
+    assert "tests.settings" in where
+    assert where.endswith(f"-{os.getuid()}")
+
+
+def test_the_default_directory_stays_put_under_overridden_settings(settings: Any) -> None:
+    before = host_state.default_directory()
+    settings.FERROX_STATS = {"REPLICA": "other"}  # override_settings hides SETTINGS_MODULE
+    assert host_state.default_directory() == before
+
+
+# -- reading the host --------------------------------------------------------------------
+
+
+def test_the_host_is_the_sum_of_its_running_processes(metrics_dir: Path) -> None:
+    publish(state("w/1/a", completed=3, active=1, aborts={"client_disconnect": 1}))
+    publish(state("w/2/b", completed=4, active=2, aborts={"client_disconnect": 2}))
+    totals = host_totals()
+    assert totals.instances == 2
+    assert completed(totals) == 7
+    assert totals.state["serving"]["active"] == 3
+    assert totals.state["serving"]["aborts"] == {"client_disconnect": 3}
+    assert totals.skipped == 0 and totals.host_wide
+
+
+def test_the_callers_own_document_stands_in_for_its_file(metrics_dir: Path) -> None:
+    publish(state("w/1/a", completed=3))
+    fresher = state("w/1/a", completed=5)
+    assert completed(host_totals(fresher)) == 5
+    assert host_totals(fresher).instances == 1
+
+
+def test_an_ended_process_is_folded_and_its_counters_stay(metrics_dir: Path) -> None:
+    gone = dead_pid()
+    publish(state("w/1/a", completed=3, active=1))
+    publish(state(f"w/{gone}/b", pid=gone, completed=7, active=2, pending=4))
+    before = host_totals()
+    assert completed(before) == 10
+    # Its file is folded into retired.json: what ran there no more, what it finished stays.
+    assert files(metrics_dir) == sorted([RETIRED, file_name("w/1/a")])
+    assert before.instances == 1
+    assert before.state["serving"]["active"] == 1
+    assert before.state["archive"]["pending"] == 0
+    assert before.lost == {"instances": 1, "pending": 4}
+    # A new worker takes its place: the host's counters only go up.
+    publish(state("w/3/c", completed=1))
+    after = host_totals()
+    assert completed(after) == 11
+    assert after.state["serving"]["prompt_tokens_total"] == 110
+    assert after.state["archive"]["accepted"] == 11
+
+
+def test_a_stopped_process_is_folded_without_counting_it_lost(metrics_dir: Path) -> None:
+    publish(state("w/1/a", completed=2, stopped=True))  # our own pid: the mark decides
+    totals = host_totals()
+    assert (completed(totals), totals.instances, totals.lost["instances"]) == (2, 0, 0)
+    assert files(metrics_dir) == [RETIRED]
+
+
+def test_folding_accumulates_across_generations(metrics_dir: Path) -> None:
+    seen = []
+    for generation in range(4):
+        pid = dead_pid()
+        publish(state(f"w/{pid}/{generation}", pid=pid, completed=generation + 1))
+        seen.append(completed(host_totals()))
+    assert seen == [1, 3, 6, 10]
+    assert files(metrics_dir) == [RETIRED]
+
+
+def test_a_reused_pid_is_told_apart_by_its_start_time(metrics_dir: Path) -> None:
+    parent = os.getppid()  # alive, and started long after 1970
+    publish(state("w/p/old", pid=parent, started_ms=1000, completed=5))
+    publish(state("w/p/now", pid=parent, completed=1))
+    totals = host_totals()
+    assert (completed(totals), totals.instances) == (6, 1)
+    assert files(metrics_dir) == sorted([RETIRED, file_name("w/p/now")])
+
+
+def test_a_fold_in_progress_elsewhere_is_never_waited_for_nor_double_counted(
+    metrics_dir: Path,
+) -> None:
+    gone = dead_pid()
+    publish(state("w/1/a", completed=1))
+    publish(state(f"w/{gone}/b", pid=gone, completed=2, active=5))
+    with open(metrics_dir / ".fold.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        held = host_totals()
+    assert (completed(held), held.state["serving"]["active"]) == (3, 0)
+    assert RETIRED not in files(metrics_dir)
+    assert completed(host_totals()) == 3
+    assert RETIRED in files(metrics_dir)
+
+
+def test_a_folder_that_died_before_unlinking_is_finished_without_double_counting(
+    metrics_dir: Path,
+) -> None:
+    gone = dead_pid()
+    publish(state(f"w/{gone}/b", pid=gone, completed=2))
+    host_totals()
+    # As if the folder wrote retired.json and died before deleting the file it folded.
+    publish(state(f"w/{gone}/b", pid=gone, completed=2, at_ms=now_ms() + 10))
+    assert completed(host_totals()) == 2
+    assert files(metrics_dir) == [RETIRED]
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("junk.json", b"{not json"),
+        ("old.json", json.dumps({"version": 0, "instance": "x"}).encode()),
+        ("list.json", b"[1, 2, 3]"),
+        ("negative.json", json.dumps(state("w/n/n", completed=-1)).encode()),
+        ("deep.json", b"[" * 100_000),
+        ("binary.json", b"\xff\xfe\x00"),
+    ],
+)
+def test_a_file_not_understood_is_skipped_counted_and_logged_once(
+    metrics_dir: Path, caplog: pytest.LogCaptureFixture, name: str, content: bytes
+) -> None:
+    publish(state("w/1/a", completed=3))
+    (metrics_dir / name).write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="ferrox_stats.metrics"):
+        first, second = host_totals(), host_totals()
+    assert (completed(first), first.skipped, second.skipped) == (3, 1, 1)
+    assert [r.getMessage() for r in caplog.records if name in r.getMessage()] != []
+    assert len(caplog.records) == 1
+
+
+def test_a_symlink_is_not_followed(metrics_dir: Path, tmp_path: Path) -> None:
+    publish(state("w/1/a", completed=3))
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps(state("w/2/b", completed=100)))
+    (metrics_dir / "link.json").symlink_to(elsewhere)
+    totals = host_totals()
+    assert (completed(totals), totals.skipped) == (3, 1)
+
+
+def test_a_leftover_temporary_file_is_swept_once_old(metrics_dir: Path) -> None:
+    publish(state("w/1/a"))
+    old = metrics_dir / ".w_1_a.json.abc.tmp"
+    fresh = metrics_dir / ".w_2_b.json.def.tmp"
+    old.write_text("{")
+    fresh.write_text("{")
+    long_ago = time.time() - host_state.TMP_KEEP_S - 10
+    os.utime(old, (long_ago, long_ago))
+    host_totals()
+    assert not old.exists() and fresh.exists()
+
+
+def test_the_freshest_gauge_wins_and_an_unmeasured_one_is_none(metrics_dir: Path) -> None:
+    at = now_ms()
+    publish(
+        state(
+            "w/1/a",
+            at_ms=at,
+            gauges={"pool_occupancy": {"value": 0.5, "age_s": 3.0}, "queue_depth": None},
+        )
+    )
+    publish(
+        state(
+            "w/2/b",
+            at_ms=at,
+            gauges={"pool_occupancy": {"value": 0.25, "age_s": 1.0}, "queue_depth": None},
+        )
+    )
+    totals = host_totals()
+    assert totals.pool_occupancy == 0.25
+    assert totals.queue_depth is None
+
+
+def test_a_gauge_older_than_gauge_max_age_is_none(metrics_dir: Path) -> None:
+    publish(state("w/1/a", gauges={"pool_occupancy": {"value": 0.5, "age_s": 61.0}}))
+    assert host_totals().pool_occupancy is None
+
+
+# -- many processes at once ----------------------------------------------------------------
+
+
+def _publisher(index: int, rounds: int) -> None:
+    """Publish ``rounds`` documents, reading the host (and folding) every 20; exit 1 if a
+    read ever failed or went backwards."""
+    seen = [0]
+    try:
+        for n in range(1, rounds + 1):
+            publish(state(f"w/{os.getpid()}/{index}", completed=n, at_ms=n))
+            if n % 20 == 0:
+                totals = host_totals()
+                seen.append(completed(totals) if totals.skipped == 0 else -1)
+    finally:
+        os._exit(0 if seen == sorted(seen) and min(seen) >= 0 else 1)
+
+
+def test_concurrent_publishers_readers_and_folders_count_each_process_exactly_once(
+    metrics_dir: Path,
+) -> None:
+    rounds = [100, 200, 300, 400]  # they end one after another, while the others read
+    publish(state("w/reader/0", completed=0))
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=_publisher, args=(i, n)) for i, n in enumerate(rounds)]
+    for child in children:
+        child.start()
+    seen = []
+    try:
+        # is_alive() reaps a child that exited: its pid is dead, and any reader folds it.
+        while any(child.is_alive() for child in children) and len(seen) < 5000:
+            totals = host_totals()
+            assert totals.skipped == 0
+            seen.append(completed(totals))
+    finally:
+        for child in children:
+            child.join(timeout=60)
+            if child.is_alive():  # pragma: no cover - a hung child must not outlive the test
+                child.kill()
+                child.join()
+    assert [child.exitcode for child in children] == [0] * len(children)
+    final = host_totals()
+    seen.append(completed(final))
+    assert completed(final) == sum(rounds)
+    assert final.instances == 1
+    assert seen == sorted(seen)
+    assert files(metrics_dir) == sorted([RETIRED, file_name("w/reader/0")])
