@@ -47,7 +47,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 INGEST_REPLICA = "fleet-engines"
-HEARTBEAT_S = 0.2
+# Small, so the tests wait little for the heartbeats; not smaller, so a heartbeat late
+# on a busy machine does not make a live worker stale (after 3 * HEARTBEAT_S).
+HEARTBEAT_S = 0.5
 # Long enough for every wait below on a busy machine, bounded all the same.
 CATCH_UP_S = 30.0
 
@@ -423,7 +425,7 @@ def test_a_worker_killed_mid_traffic_is_reported_lost_with_what_it_had_not_archi
     # The archive writes only once a minute: what the killed worker had queued is lost,
     # and its last heartbeat says how much.
     with fleet(
-        tmp_path, engine_url, second_host=False, FERROX_FLEET_FLUSH_S="60", FERROX_FLEET_LOST_S="2"
+        tmp_path, engine_url, second_host=False, FERROX_FLEET_FLUSH_S="60", FERROX_FLEET_LOST_S="3"
     ) as the_fleet:
         master = the_fleet.hosts["a"].pid
         sent = Sent()
@@ -495,13 +497,13 @@ def test_a_worker_recycled_by_max_requests_never_sets_the_hosts_counters_back(
         engine_url,
         second_host=False,
         workers=2,
-        gunicorn_options=("--max-requests", "15"),
+        gunicorn_options=("--max-requests", "20"),
     ) as the_fleet:
         master = the_fleet.hosts["a"].pid
         workers_seen = set(harness.children(master))
         sent = Sent()
         scrapes: list[HostCounters] = []
-        for n in range(120):
+        for n in range(64):
             tracked(the_fleet, "a", sent, n)
             if n % 4 == 3:
                 scrapes.append(scrape(the_fleet))
@@ -513,8 +515,8 @@ def test_a_worker_recycled_by_max_requests_never_sets_the_hosts_counters_back(
             timeout_s=CATCH_UP_S,
         )
         scrapes.append(final)
-        # 120 requests and 30 scrapes at 15 per worker: workers were recycled many times.
-        assert len(workers_seen) >= 6, workers_seen
+        # 64 requests and 16 scrapes, at most 20 per worker: workers were recycled.
+        assert len(workers_seen) >= 4, workers_seen
         for before, after in itertools.pairwise(scrapes):
             assert after.requests >= before.requests, scrapes
             assert after.prompt_tokens >= before.prompt_tokens, scrapes
