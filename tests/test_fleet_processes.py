@@ -522,6 +522,20 @@ def test_a_worker_recycled_by_max_requests_never_sets_the_hosts_counters_back(
             assert after.prompt_tokens >= before.prompt_tokens, scrapes
             assert after.completion_tokens >= before.completion_tokens, scrapes
 
+        # Each recycled worker left with the clean-shutdown mark: stopped, never lost.
+        document = harness.until(
+            "v1/fleet has no stale or lost instance",
+            the_fleet.fleet,
+            lambda d: not d["stale"] and not d["lost"],
+            timeout_s=CATCH_UP_S,
+        )
+        running = harness.children(master)
+        states = {row["pid"]: row["state"] for row in document["instances"]}
+        assert {pid: state for pid, state in states.items() if pid not in running} == {
+            pid: "stopped" for pid in states.keys() - running
+        }
+        assert len(states.keys() - running) >= 2, states
+
 
 def test_a_stale_instance_is_named_and_not_summed(tmp_path: Path, engine_url: str) -> None:
     hosts = ("a", "b")
