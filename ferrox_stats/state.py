@@ -76,6 +76,8 @@ def process_state(recorder: Recorder, *, stopped: bool = False) -> dict[str, Any
         },
         "recorded_total": recorder.stats.recorded_total,
         "sink_errors": recorder.sink_errors,
+        # Records left out of the breakdown: an impossible value, or a bug of ours.
+        "breakdown_refused": recorder.breakdown.refused + recorder.breakdown_errors,
         "archive": None
         if archive is None
         else {
@@ -118,7 +120,7 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     rates = {name: {"amount": 0.0, "span_s": 0.0, "samples": 0, "window_s": 0.0} for name in RATES}
     breakdowns: list[Any] = []
     archive: dict[str, Any] | None = None
-    recorded_total = sink_errors = 0
+    recorded_total = sink_errors = breakdown_refused = 0
     for state in states:
         try:
             if state["version"] != STATE_VERSION:
@@ -139,6 +141,7 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             breakdowns.append(state["breakdown"])
             recorded_total += state["recorded_total"]
             sink_errors += state["sink_errors"]
+            breakdown_refused += state.get("breakdown_refused", 0)
             if (part_archive := state["archive"]) is not None:
                 if archive is None:
                     archive = {**dict.fromkeys(ARCHIVE_COUNTS, 0), "dropped": {}}
@@ -163,6 +166,7 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "breakdown": [cell.to_wire(key) for key, cell in sorted(cells.items())],
         "recorded_total": recorded_total,
         "sink_errors": sink_errors,
+        "breakdown_refused": breakdown_refused,
         "archive": archive,
     }
 

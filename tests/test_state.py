@@ -104,6 +104,7 @@ def test_document_shape_and_values(clock: FakeClock) -> None:
     }
     assert state["recorded_total"] == 1
     assert state["sink_errors"] == 0
+    assert state["breakdown_refused"] == 0
     assert state["archive"] == {
         "accepted": 3,
         "persisted": 2,
@@ -125,6 +126,7 @@ def test_merge_sums_counters_and_archives(clock: FakeClock) -> None:
     serve(a, 10.0, prompt_tokens=7)
     serve(a, 10.0, aborted="timeout")
     serve(b, 20.0, error="E", completion_tokens=3)
+    b.ingested(Record(duration_ms=-5.0))  # refused by the breakdown
     states = [process_state(a), process_state(b), process_state(make_recorder(clock))]
 
     merged = merge_states(json.loads(json.dumps(states)))
@@ -133,12 +135,13 @@ def test_merge_sums_counters_and_archives(clock: FakeClock) -> None:
     assert merged["instances"] == 3
     assert merged["serving"] == {
         "active": 0,
-        "completed": 2,
+        "completed": 3,
         "aborts": {"error": 1, "timeout": 1},
         "prompt_tokens_total": 7,
         "completion_tokens_total": 3,
     }
-    assert merged["recorded_total"] == 3
+    assert merged["recorded_total"] == 4
+    assert merged["breakdown_refused"] == 1
     assert merged["archive"] == {
         "accepted": 8,
         "persisted": 7,
@@ -157,7 +160,7 @@ def test_merge_sums_counters_and_archives(clock: FakeClock) -> None:
     # A merged document merges again, counting its instances.
     again = merge_states([merged, states[0]])
     assert again["instances"] == 4
-    assert again["serving"]["completed"] == 3
+    assert again["serving"]["completed"] == 4
 
 
 def test_archive_is_null_when_no_part_has_one(clock: FakeClock) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
@@ -42,6 +43,7 @@ __all__ = [
     "bucket_lower",
     "bucket_midpoint",
     "bucket_upper",
+    "checked_sorted",
 ]
 
 SUB_BUCKETS = 32
@@ -56,6 +58,8 @@ _frexp = math.frexp
 _ceil = math.ceil
 _INF = math.inf
 _FLOAT_MAX = sys.float_info.max
+# Below this a bucket's bounds (small integers times 2**(E-6)) may not be floats.
+_TINY = 2.0**-1060
 
 
 def bucket_index(value: float) -> int:
@@ -99,6 +103,20 @@ def _count(value: object, what: str) -> int:
     return value
 
 
+def checked_sorted(values: Iterable[float]) -> list[float]:
+    """``values`` sorted, for ``Distribution.add_sorted``; ``ValueError`` unless each is a
+    finite number >= 0 and their sum is finite."""
+    try:
+        ordered = sorted(values)
+        # A NaN anywhere makes the sum NaN (and the sort meaningless); an infinity, or
+        # an int too large for a float, makes it fail the comparison too.
+        if ordered and not (ordered[0] >= 0 and sum(ordered) < _INF):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("values must be finite numbers >= 0 with a finite sum") from None
+    return ordered
+
+
 class Distribution:
     """Counts of values >= 0 in fixed log-spaced buckets; see the module docstring.
 
@@ -136,6 +154,31 @@ class Distribution:
         index = e * 32 + _ceil(m * 64) - 33
         counts = self.counts
         counts[index] = counts.get(index, 0) + 1
+
+    def add_many(self, values: Iterable[float]) -> None:
+        """Count every one of ``values`` (each as ``add`` would), or none of them."""
+        self.add_sorted(checked_sorted(values))
+
+    def add_sorted(self, ordered: list[float]) -> None:
+        """Count values that ``checked_sorted`` returned. Cheaper per value than ``add``
+        for many at once: one bucket computation and one binary search per bucket."""
+        n = len(ordered)
+        if not n:
+            return
+        total = self.total + float(sum(ordered))
+        if total == _INF:
+            raise ValueError("the sum would overflow")
+        self.total = total
+        i = bisect_right(ordered, 0.0)
+        self.zeros += i
+        counts = self.counts
+        while i < n:
+            value = ordered[i]
+            index = bucket_index(value)
+            # Deep in the subnormals a bound is rounded to a float: take those one by one.
+            j = bisect_right(ordered, bucket_upper(index), i) if value > _TINY else i + 1
+            counts[index] = counts.get(index, 0) + j - i
+            i = j
 
     def merge(self, other: Distribution) -> None:
         """Add ``other``'s counts to these, bucket by bucket (exact)."""
