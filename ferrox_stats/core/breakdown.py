@@ -22,7 +22,7 @@ from itertools import repeat
 from operator import is_not, itemgetter, sub, truediv
 from typing import Any
 
-from .distribution import Distribution, checked_sorted
+from .distribution import Distribution, sort_checked
 from .requests import Record
 
 __all__ = ["ABORTED", "DISTRIBUTIONS", "ERROR", "OK", "OTHER", "Breakdown", "Cell", "CellKey"]
@@ -161,9 +161,9 @@ class Breakdown:
     them (the heartbeat, a scrape) or, past ``fold_every`` queued records, by the
     request that finds it so long. In a batch each distribution sorts its values and
     counts a bucket per binary search: in CPython about half the cost per record of
-    bucketing each record as it comes (``docs/benchmarks.md``). A record with an impossible value (a negative
-    or non-finite time, a token count that is not an integer >= 0) is left out whole
-    and counted in ``refused``.
+    bucketing each record as it comes (``docs/benchmarks.md``). A record with an
+    impossible value (a negative or non-finite time, a token count that is not an
+    integer >= 0) is left out whole and counted in ``refused``.
     """
 
     def __init__(
@@ -303,8 +303,6 @@ _Measurements = tuple[list[float], list[float], list[float], list[float], list[f
 def _measurements(records: list[Record]) -> _Measurements:
     """The records' durations, TTFTs and TPOTs (seconds) and input and output tokens,
     each sorted for ``Distribution.add_sorted``; ``ValueError`` if one is impossible."""
-    durations = list(filter(_PRESENT, map(_DURATION, records)))
-    ttfts = list(filter(_PRESENT, map(_TTFT, records)))
     prompts = list(filter(_PRESENT, map(_PROMPT, records)))
     completions = list(map(_COMPLETION, records))
     decodes = list(map(_DECODE, records))
@@ -322,8 +320,8 @@ def _measurements(records: list[Record]) -> _Measurements:
                 for decode, completion in zip(decodes, completions, strict=True)
                 if decode is not None and completion is not None and completion > 1
             ]
-        durations = list(map(truediv, durations, repeat(1000.0)))
-        ttfts = list(map(truediv, ttfts, repeat(1000.0)))
+        durations = list(map(truediv, filter(_PRESENT, map(_DURATION, records)), repeat(1000.0)))
+        ttfts = list(map(truediv, filter(_PRESENT, map(_TTFT, records)), repeat(1000.0)))
     except (TypeError, ArithmeticError):
         raise ValueError("a time is not a number") from None
     outputs = list(filter(_PRESENT, completions))
@@ -335,12 +333,13 @@ def _measurements(records: list[Record]) -> _Measurements:
             integers = False
         if not integers:
             raise ValueError("a token count is not an integer")
+    # Fresh lists: sorted in place.
     return (
-        checked_sorted(durations),
-        checked_sorted(ttfts),
-        checked_sorted(tpots),
-        checked_sorted(prompts),
-        checked_sorted(outputs),
+        sort_checked(durations),
+        sort_checked(ttfts),
+        sort_checked(tpots),
+        sort_checked(prompts),
+        sort_checked(outputs),
     )
 
 

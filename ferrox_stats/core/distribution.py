@@ -44,6 +44,7 @@ __all__ = [
     "bucket_midpoint",
     "bucket_upper",
     "checked_sorted",
+    "sort_checked",
 ]
 
 SUB_BUCKETS = 32
@@ -107,10 +108,19 @@ def checked_sorted(values: Iterable[float]) -> list[float]:
     """``values`` sorted, for ``Distribution.add_sorted``; ``ValueError`` unless each is a
     finite number >= 0 and their sum is finite."""
     try:
-        ordered = sorted(values)
+        ordered = list(values)
+    except TypeError:
+        raise ValueError("values must be finite numbers >= 0 with a finite sum") from None
+    return sort_checked(ordered)
+
+
+def sort_checked(ordered: list[float]) -> list[float]:
+    """``checked_sorted`` for a list of one's own: sorted in place, and returned."""
+    try:
+        ordered.sort()
         # A NaN anywhere makes the sum NaN (and the sort meaningless); an infinity, or
         # an int too large for a float, makes it fail the comparison too.
-        if ordered and not (ordered[0] >= 0 and sum(ordered) < _INF):
+        if ordered and not (ordered[0] >= 0 and float(sum(ordered)) < _INF):
             raise ValueError
     except (TypeError, ValueError, OverflowError):
         raise ValueError("values must be finite numbers >= 0 with a finite sum") from None
