@@ -25,6 +25,7 @@ __all__ = [
     "RELATIVE_ERROR",
     "STATE_VERSION",
     "latency",
+    "latency_of",
     "merge_states",
     "merged_cells",
     "process_state",
@@ -179,7 +180,12 @@ def _add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
 def latency(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Percentiles of duration, TTFT and TPOT (seconds) over every cell of a state
     document (one process's or merged), from the merged distributions."""
-    cells = Breakdown.merge_wire([state["breakdown"]])
+    return latency_of(Breakdown.merge_wire([state["breakdown"]]))
+
+
+def latency_of(cells: Mapping[tuple[str, str, str], Cell]) -> dict[str, dict[str, Any]]:
+    """``latency`` of cells already parsed (``merged_cells``, ``Breakdown.cells()``);
+    reading a wire breakdown costs more than this."""
     return {
         name: _percentiles(Distribution.merged(getattr(cell, field) for cell in cells.values()))
         for name, field in LATENCIES.items()

@@ -14,7 +14,14 @@ from ferrox_stats.archive.writer import ArchiveHealth
 from ferrox_stats.core.distribution import RELATIVE_ERROR
 from ferrox_stats.core.requests import Record
 from ferrox_stats.live import Recorder
-from ferrox_stats.state import STATE_VERSION, latency, merge_states, process_state
+from ferrox_stats.state import (
+    STATE_VERSION,
+    latency,
+    latency_of,
+    merge_states,
+    merged_cells,
+    process_state,
+)
 from tests.conftest import FakeClock
 
 
@@ -233,3 +240,12 @@ def test_merge_refuses_a_hostile_breakdown(clock: FakeClock) -> None:
     state["breakdown"] = [{"model": "m"}]
     with pytest.raises(ValueError, match="route"):
         merge_states([state])
+
+
+def test_latency_of_parsed_cells_matches_latency(clock: FakeClock) -> None:
+    recorder = make_recorder(clock)
+    for ms in (10.0, 20.0, 4000.0):
+        serve(recorder, ms)
+    state = process_state(recorder)
+    assert latency_of(recorder.breakdown.cells()) == latency(state)
+    assert latency_of(merged_cells([state, state]))["duration_s"]["count"] == 6

@@ -127,6 +127,38 @@ def sort_checked(ordered: list[float]) -> list[float]:
     return ordered
 
 
+def _parsed_counts(counts: Mapping[Any, Any]) -> dict[int, int]:
+    """``counts`` of a wire form as ``{index: count}``, empty buckets left out."""
+    keys = list(counts)
+    values = list(counts.values())
+    # The usual, well-formed case in C-level passes (a heartbeat carries thousands of
+    # buckets, a scrape reads every process's); anything else is found, and named, below.
+    try:
+        indices = list(map(int, keys))
+        well_formed = (
+            # Canonical decimal strings only: int() also takes " 31", "+31", "3_1", 31.
+            list(map(str, indices)) == keys
+            and (not indices or (min(indices) >= MIN_INDEX and max(indices) <= MAX_INDEX))
+            and set(map(type, values)) <= {int}
+            and (not values or (min(values) >= 0 and max(values) <= MAX_COUNT))
+        )
+    except (TypeError, ValueError):
+        well_formed = False
+    if well_formed:
+        parsed = dict(zip(indices, values, strict=True))
+        return {i: n for i, n in parsed.items() if n} if 0 in values else parsed
+    parsed = {}
+    for key, n in counts.items():
+        if not isinstance(key, str) or not _INDEX_KEY.fullmatch(key):
+            raise ValueError(f"a bucket index must be a decimal integer, got {key!r}")
+        index = int(key)
+        if not MIN_INDEX <= index <= MAX_INDEX:
+            raise ValueError(f"bucket index {index} is outside [{MIN_INDEX}, {MAX_INDEX}]")
+        if _count(n, f"the count of bucket {index}"):
+            parsed[index] = n
+    return parsed
+
+
 class Distribution:
     """Counts of values >= 0 in fixed log-spaced buckets; see the module docstring.
 
@@ -198,6 +230,9 @@ class Distribution:
         self.total = total
         self.zeros += other.zeros
         counts = self.counts
+        if not counts:
+            self.counts = dict(other.counts)
+            return
         for index, n in list(other.counts.items()):
             counts[index] = counts.get(index, 0) + n
 
@@ -277,10 +312,13 @@ class Distribution:
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON-able form; ``from_wire`` reads it back."""
+        indices = sorted(self.counts)
         return {
             "zeros": self.zeros,
             "sum": self.total,
-            "counts": {str(index): n for index, n in sorted(self.counts.items())},
+            "counts": dict(
+                zip(map(str, indices), map(self.counts.__getitem__, indices), strict=True)
+            ),
         }
 
     @classmethod
@@ -306,16 +344,7 @@ class Distribution:
         counts = wire["counts"]
         if not isinstance(counts, Mapping):
             raise ValueError(f"counts must be a mapping, got {type(counts).__name__}")
-        parsed: dict[int, int] = {}
-        for key, n in counts.items():
-            if not isinstance(key, str) or not _INDEX_KEY.fullmatch(key):
-                raise ValueError(f"a bucket index must be a decimal integer, got {key!r}")
-            index = int(key)
-            if not MIN_INDEX <= index <= MAX_INDEX:
-                raise ValueError(f"bucket index {index} is outside [{MIN_INDEX}, {MAX_INDEX}]")
-            if _count(n, f"the count of bucket {index}"):
-                parsed[index] = n
-        result.counts = parsed
+        result.counts = _parsed_counts(counts)
         if result.count > MAX_COUNT:
             raise ValueError(f"a distribution may hold at most {MAX_COUNT} values")
         return result
