@@ -273,7 +273,10 @@ class Breakdown:
 
     def to_wire(self) -> list[dict[str, Any]]:
         """The JSON-able form: one dict per cell (see ``Cell.to_wire``), sorted by key."""
-        return [cell.to_wire(key) for key, cell in sorted(self.cells().items())]
+        # Written under the lock rather than from a copy: observe() does not wait for it.
+        with self._lock:
+            self._fold()
+            return [cell.to_wire(key) for key, cell in sorted(self._cells.items())]
 
     @staticmethod
     def merge_wire(parts: Iterable[Iterable[Mapping[str, Any]]]) -> dict[CellKey, Cell]:
