@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from hypothesis import given
+from hypothesis import strategies as st
 from django.test.utils import CaptureQueriesContext
 
 from ferrox_stats import fleet
@@ -291,3 +293,40 @@ def test_a_row_that_is_not_a_state_document_is_skipped_and_counted(a_fleet: Any)
     assert document["unreadable"] == 2
     assert document["totals"]["completed"] == 110
     assert "gpu-6/600/fff" not in [e["instance"] for e in document["instances"]]
+
+
+values = st.lists(
+    st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False), max_size=30
+)
+
+
+@given(st.lists(values, max_size=5))
+def test_merging_on_the_wire_equals_merging_distributions(parts: list[list[float]]) -> None:
+    distributions = []
+    for part in parts:
+        distribution = Distribution()
+        for value in part:
+            distribution.add(value)
+        distributions.append(distribution)
+    merged = Distribution.from_wire(fleet.merge_wires(d.to_wire() for d in distributions))
+    expected = Distribution.merged(distributions)
+    assert (merged.count, merged.zeros, merged.counts) == (
+        expected.count,
+        expected.zeros,
+        expected.counts,
+    )
+    assert merged.total == pytest.approx(expected.total)
+
+
+def test_a_row_keeps_the_latency_merged_across_cells_not_the_breakdown() -> None:
+    doc = state_doc("gpu-1/1/a", breakdown=_durations([0.5, 1.0]) + _other_cell([2.0]))
+    row = fleet.row_state(doc)
+    assert row["breakdown"] == []
+    duration = Distribution.from_wire(row["latency"]["duration_s"])
+    assert duration.count == 3
+    assert fleet.latency([row]) == fleet.latency([doc])
+
+
+def _other_cell(values: list[float]) -> list[dict[str, Any]]:
+    [cell] = _durations(values)
+    return [{**cell, "model": "qwen", "outcome": "error"}]

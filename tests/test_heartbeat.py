@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from ferrox_stats import heartbeat as heartbeat_module
 from ferrox_stats import live
 from ferrox_stats.archive.rows import at_ms_to_datetime
+from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.heartbeat import PRUNE_BATCH, PRUNE_EVERY_S, Heartbeat
 from ferrox_stats.models import Instance
 from tests.asgi_server import wait_for
@@ -338,3 +339,6 @@ def test_a_shutdown_that_drops_records_leaves_its_counts_in_the_final_heartbeat(
     assert state["serving"]["completed"] == 3
     assert state["archive"]["accepted"] == 3
     assert (state["archive"]["pending"], state["archive"]["dropped"]) == (0, {"closed": 3})
+    # The row keeps the latency distributions, not the per-label breakdown.
+    assert state["breakdown"] == []
+    assert Distribution.from_wire(state["latency"]["duration_s"]).count == 3
