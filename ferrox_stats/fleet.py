@@ -165,10 +165,10 @@ def row_state(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def _latency_wires(state: Mapping[str, Any]) -> Mapping[str, Any]:
     # A row_state document carries them; a full process_state document has its cells.
-    if "latency" in state:
-        latency: Mapping[str, Any] = state["latency"]
-        return latency
-    return row_state(state)["latency"]
+    wires: Mapping[str, Any] = (
+        state["latency"] if "latency" in state else row_state(state)["latency"]
+    )
+    return wires
 
 
 def latency(states: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
