@@ -27,9 +27,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping
+from operator import add
 from typing import Any
 
 from .archive.rows import datetime_to_at_ms
+from .core.distribution import MAX_INDEX, MIN_INDEX
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +132,9 @@ def _entry(row: tuple[Any, ...], now_ms: int, lost_s: float) -> dict[str, Any]:
 # The row's latency distributions (``row_state``) and the breakdown fields they sum.
 LATENCY_FIELDS = {"duration_s": "duration", "ttft_s": "ttft", "tpot_s": "tpot"}
 PERCENTILES = (50, 95, 99)
+# Bucket indexes one distribution can span (every positive float): a row claiming more
+# is not a distribution.
+MAX_SPAN = MAX_INDEX - MIN_INDEX + 1
 
 
 def merge_wires(wires: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -148,9 +153,54 @@ def merge_wires(wires: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return {"zeros": zeros, "sum": total, "counts": counts}
 
 
+def dense(wire: Mapping[str, Any]) -> dict[str, Any]:
+    """A distribution wire in the row's form: the counts as one list from the lowest
+    bucket index (``offset``) up. JSON arrays of numbers decode about 4 times faster
+    than objects keyed by index, and take a third of the bytes (bench/fleet.py)."""
+    counts = {int(index): n for index, n in wire["counts"].items() if n}
+    if not counts:
+        return {"zeros": wire["zeros"], "sum": wire["sum"], "offset": 0, "counts": []}
+    low, high = min(counts), max(counts)
+    values = [0] * (high - low + 1)
+    for index, n in counts.items():
+        values[index - low] = n
+    return {"zeros": wire["zeros"], "sum": wire["sum"], "offset": low, "counts": values}
+
+
+def merge_dense(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Distributions in the row's form summed, as a ``Distribution`` wire (unchecked:
+    ``Distribution.from_wire`` checks it once)."""
+    zeros = 0
+    total = 0.0
+    spans: list[tuple[int, list[int]]] = []
+    for part in parts:
+        zeros += part["zeros"]
+        total += part["sum"]
+        values = part["counts"]
+        if values:
+            spans.append((int(part["offset"]), values))
+    if not spans:
+        return {"zeros": zeros, "sum": total, "counts": {}}
+    low = min(offset for offset, _ in spans)
+    high = max(offset + len(values) for offset, values in spans)
+    if high - low > MAX_SPAN:
+        raise ValueError(f"bucket indexes span {high - low}, more than any distribution")
+    summed = [0] * (high - low)
+    for offset, values in spans:
+        start = offset - low
+        end = start + len(values)
+        summed[start:end] = map(add, summed[start:end], values)
+    return {
+        "zeros": zeros,
+        "sum": total,
+        "counts": {str(low + i): n for i, n in enumerate(summed) if n},
+    }
+
+
 def row_state(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The document a heartbeat row stores: ``process_state``'s, with its per-label
-    breakdown replaced by the three latency distributions merged across its cells.
+    breakdown replaced by the three latency distributions merged across its cells, in
+    the dense form (``dense``).
 
     The fleet sums nothing per label, and a busy worker's breakdown is ~200 KiB of
     JSON (45 cells: bench/fleet.py) that 64 rows would make a multi-second read; the
@@ -158,17 +208,25 @@ def row_state(doc: Mapping[str, Any]) -> dict[str, Any]:
     """
     cells = doc["breakdown"]
     latency = {
-        name: merge_wires(cell[field] for cell in cells) for name, field in LATENCY_FIELDS.items()
+        name: dense(merge_wires(cell[field] for cell in cells))
+        for name, field in LATENCY_FIELDS.items()
     }
     return {**doc, "breakdown": [], "latency": latency}
 
 
-def _latency_wires(state: Mapping[str, Any]) -> Mapping[str, Any]:
+def _latency_parts(state: Mapping[str, Any]) -> Mapping[str, Any]:
     # A row_state document carries them; a full process_state document has its cells.
-    wires: Mapping[str, Any] = (
+    parts: Mapping[str, Any] = (
         state["latency"] if "latency" in state else row_state(state)["latency"]
     )
-    return wires
+    return parts
+
+
+def distribution(part: Mapping[str, Any]) -> Any:
+    """One distribution of a row (``row_state``), as a ``Distribution``."""
+    from .core.distribution import Distribution
+
+    return Distribution.from_wire(merge_dense([part]))
 
 
 def latency(states: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -176,10 +234,10 @@ def latency(states: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     from their distributions merged bucket by bucket (never averaged percentiles)."""
     from .core.distribution import Distribution
 
-    wires = [_latency_wires(state) for state in states]
+    parts = [_latency_parts(state) for state in states]
     result: dict[str, dict[str, Any]] = {}
     for name in LATENCY_FIELDS:
-        merged = Distribution.from_wire(merge_wires(wire[name] for wire in wires))
+        merged = Distribution.from_wire(merge_dense(part[name] for part in parts))
         result[name] = {
             "count": merged.count,
             **{f"p{p}": merged.quantile(p) for p in PERCENTILES},

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from hypothesis import given
 from hypothesis import strategies as st
-from django.test.utils import CaptureQueriesContext
 
 from ferrox_stats import fleet
 from ferrox_stats.core.distribution import RELATIVE_ERROR, Distribution
@@ -308,7 +308,10 @@ def test_merging_on_the_wire_equals_merging_distributions(parts: list[list[float
         for value in part:
             distribution.add(value)
         distributions.append(distribution)
-    merged = Distribution.from_wire(fleet.merge_wires(d.to_wire() for d in distributions))
+    wires = [d.to_wire() for d in distributions]
+    merged = Distribution.from_wire(fleet.merge_wires(wires))
+    # The row's dense form merges to the same distribution.
+    assert Distribution.from_wire(fleet.merge_dense(fleet.dense(w) for w in wires)) == merged
     expected = Distribution.merged(distributions)
     assert (merged.count, merged.zeros, merged.counts) == (
         expected.count,
@@ -322,7 +325,7 @@ def test_a_row_keeps_the_latency_merged_across_cells_not_the_breakdown() -> None
     doc = state_doc("gpu-1/1/a", breakdown=_durations([0.5, 1.0]) + _other_cell([2.0]))
     row = fleet.row_state(doc)
     assert row["breakdown"] == []
-    duration = Distribution.from_wire(row["latency"]["duration_s"])
+    duration = fleet.distribution(row["latency"]["duration_s"])
     assert duration.count == 3
     assert fleet.latency([row]) == fleet.latency([doc])
 
@@ -330,3 +333,10 @@ def test_a_row_keeps_the_latency_merged_across_cells_not_the_breakdown() -> None
 def _other_cell(values: list[float]) -> list[dict[str, Any]]:
     [cell] = _durations(values)
     return [{**cell, "model": "qwen", "outcome": "error"}]
+
+
+def test_a_row_whose_buckets_span_more_than_any_distribution_is_refused() -> None:
+    far = {"zeros": 0, "sum": 1.0, "offset": 10**9, "counts": [1]}
+    near = {"zeros": 0, "sum": 1.0, "offset": 0, "counts": [1]}
+    with pytest.raises(ValueError, match="span"):
+        fleet.merge_dense([near, far])

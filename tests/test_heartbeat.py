@@ -13,10 +13,9 @@ from django.db import OperationalError, connection
 from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext
 
+from ferrox_stats import fleet, live
 from ferrox_stats import heartbeat as heartbeat_module
-from ferrox_stats import live
 from ferrox_stats.archive.rows import at_ms_to_datetime
-from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.heartbeat import PRUNE_BATCH, PRUNE_EVERY_S, Heartbeat
 from ferrox_stats.models import Instance
 from tests.asgi_server import wait_for
@@ -341,7 +340,7 @@ def test_a_shutdown_that_drops_records_leaves_its_counts_in_the_final_heartbeat(
     assert (state["archive"]["pending"], state["archive"]["dropped"]) == (0, {"closed": 3})
     # The row keeps the latency distributions, not the per-label breakdown.
     assert state["breakdown"] == []
-    assert Distribution.from_wire(state["latency"]["duration_s"]).count == 3
+    assert fleet.distribution(state["latency"]["duration_s"]).count == 3
 
 
 @postgres_only
