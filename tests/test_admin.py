@@ -443,3 +443,28 @@ def test_tokens_are_revoked_by_an_action_not_deleted(admin_client: Client) -> No
     assert check(secret) is None
     assert ApiToken.objects.get().revoked_at is not None
     assert admin_client.get(f"/admin/ferrox_stats/apitoken/{token.pk}/delete/").status_code == 403
+
+
+# -- instances (heartbeat rows) --------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_instance_admin_lists_heartbeats_with_their_state_read_only(
+    admin_client: Client,
+) -> None:
+    from django.utils import timezone
+
+    from tests.states import save, state_doc
+
+    now = datetime_to_at_ms(timezone.now())
+    save(state_doc("gpu-1/11/live", at_ms=now))
+    save(state_doc("gpu-2/22/gone", at_ms=now - 3_600_000))
+    response = admin_client.get(reverse("admin:ferrox_stats_instance_changelist"))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "gpu-1/11/live" in page and "gpu-2/22/gone" in page
+    assert ">live<" in page and ">lost<" in page
+    detail = admin_client.get(reverse("admin:ferrox_stats_instance_change", args=["gpu-1/11/live"]))
+    assert detail.status_code == 200
+    assert "&quot;serving&quot;" in detail.content.decode()  # the state document, shown
+    assert admin_client.get(reverse("admin:ferrox_stats_instance_add")).status_code == 403
