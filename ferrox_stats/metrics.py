@@ -35,7 +35,7 @@ from prometheus_client.utils import floatToGoString
 
 from . import host_state, live
 from .conf import conf
-from .core.breakdown import Breakdown, Cell
+from .core.breakdown import Cell
 from .core.distribution import Distribution, bucket_index, bucket_upper
 from .host_state import HostTotals
 from .state import process_state
@@ -121,8 +121,7 @@ class HostCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        state = self.totals.state
-        cells = Breakdown.merge_wire([state.get("breakdown") or []])
+        state, cells = self.totals.state, self.totals.cells
         if "otel" in self.families:
             yield from self._otel(state, cells)
         if "vllm" in self.families:

@@ -62,15 +62,20 @@ def value(text: str | bytes, name: str, **labels: str) -> float:
     return float(sample.value)
 
 
-def totals_of(*records: Any, archive: bool = False, **gauges: float | None) -> HostTotals:
-    """Host totals whose breakdown observed ``records``."""
+def breakdown_wire(*records: Any) -> list[dict[str, Any]]:
     breakdown = Breakdown()
     for record in records:
         breakdown.observe(record)
+    return breakdown.to_wire()
+
+
+def totals_of(*records: Any, archive: bool = False, **gauges: float | None) -> HostTotals:
+    """Host totals whose breakdown observed ``records``."""
     doc = state("w/1/a", completed=len(records), archive=archive)
-    doc["breakdown"] = breakdown.to_wire()
+    doc["breakdown"] = breakdown_wire(*records)
     return HostTotals(
         state=merge_states([doc]),
+        cells=Breakdown.merge_wire([doc["breakdown"]]),
         instances=1,
         pool_occupancy=gauges.get("pool_occupancy"),
         queue_depth=gauges.get("queue_depth"),
@@ -260,7 +265,7 @@ def test_a_scrape_is_the_whole_host_in_the_text_format(
 ) -> None:
     track(recorder, clock)
     other = state("w/2/other", completed=4)
-    other["breakdown"] = totals_of(*[make_record(model="m")] * 4).state["breakdown"]
+    other["breakdown"] = breakdown_wire(*[make_record(model="m")] * 4)
     publish(other)
     response = read_client.get(URL, HTTP_ACCEPT="application/openmetrics-text; version=1.0.0")
     assert response.status_code == 200
@@ -286,7 +291,7 @@ def test_host_counters_survive_a_worker_that_ended(
 ) -> None:
     gone = dead_pid()
     ended = state(f"w/{gone}/x", pid=gone, completed=7, pending=2, archive=True)
-    ended["breakdown"] = totals_of(*[make_record(model="m")] * 7).state["breakdown"]
+    ended["breakdown"] = breakdown_wire(*[make_record(model="m")] * 7)
     publish(ended)
     first = read_client.get(URL).content
     second = read_client.get(URL).content
