@@ -3,7 +3,9 @@ the vLLM family, access, the database down, and Prometheus's own promtool."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -393,7 +395,9 @@ def scrape_with_everything(settings: Any, recorder: live.Recorder, clock: FakeCl
     track(recorder, clock, model='a "quoted"\\model\nname')
     track(recorder, clock, model="b")
     gone = dead_pid()
-    publish(state(f"w/{gone}/x", pid=gone, completed=1, pending=1))  # archive and lost
+    ended = state(f"w/{gone}/x", pid=gone, completed=1, pending=1, aborts={"timeout": 1})
+    ended["archive"]["dropped"] = {"queue_full": 2}
+    publish(ended)  # an ended process: the archive's families, aborts, drops and losses
     return bytes(Client().get(URL).content)
 
 
@@ -421,3 +425,57 @@ def test_promtool_accepts_a_real_scrape(
     assert code == 3  # lint remarks, not a parse error (1)
     assert remarks
     assert all(r.startswith("vllm:") and r.endswith("should not contain ':'") for r in remarks)
+
+
+# -- the example Grafana dashboard -------------------------------------------------------------
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana-dashboard.json"
+
+
+def dashboard_queries() -> list[str]:
+    document = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for panel in document["panels"] for t in panel["targets"]]
+    queries += [v["query"]["query"] for v in document["templating"]["list"] if "definition" in v]
+    return queries
+
+
+def as_promql(query: str) -> str:
+    """A panel's query as Prometheus sees it once Grafana fills in its variables."""
+    for variable, value in (("$__rate_interval", "5m"), ("$job", ".*"), ("$model", ".*")):
+        query = query.replace(variable, value)
+    return query.replace("$route", ".*")
+
+
+def test_the_dashboard_queries_only_names_a_scrape_has(
+    settings: Any, recorder: live.Recorder, clock: FakeClock
+) -> None:
+    body = scrape_with_everything(settings, recorder, clock).decode()
+    exposed = {s.name for f in text_string_to_metric_families(body) for s in f.samples}
+    used = {
+        name
+        for query in dashboard_queries()
+        for name in re.findall(r"\b(?:gen_ai|ferrox_stats)_[a-z_]+", query)
+    }
+    used.discard("gen_ai_token_type")  # a label
+    assert used and used <= exposed, sorted(used - exposed)
+
+
+def test_the_dashboard_queries_are_promql(tmp_path: Path) -> None:
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dashboard:query_{n}", "expr": as_promql(query)}
+                    for n, query in enumerate(dashboard_queries())
+                    if not query.startswith("label_values(")
+                ],
+            }
+        ]
+    }
+    path = tmp_path / "rules.yml"
+    path.write_text(json.dumps(rules))  # JSON is YAML
+    checked = subprocess.run(
+        [promtool(), "check", "rules", str(path)], capture_output=True, timeout=30
+    )
+    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
