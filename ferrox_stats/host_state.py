@@ -61,6 +61,7 @@ __all__ = [
 logger = logging.getLogger("ferrox_stats.metrics")
 
 RETIRED = "retired.json"
+OCTAVE = "octave"
 _LOCK = ".fold.lock"
 # A state document past this size is not one of ours (a full breakdown is well under it).
 MAX_FILE_BYTES = 32 * 1024 * 1024
@@ -211,12 +212,15 @@ def _octaves(wire: Mapping[str, Any]) -> dict[str, Any]:
 
 def by_octave(doc: Mapping[str, Any]) -> dict[str, Any]:
     """``doc`` with each distribution's counts gathered into the last bucket of their
-    power of two: ``count_at_most(2**k)``, ``count`` and ``total`` unchanged."""
+    power of two: ``count_at_most(2**k)``, ``count`` and ``total`` unchanged. Marked
+    ``"resolution": "octave"``, and returned as it is when it already was."""
+    if doc.get("resolution") == OCTAVE:
+        return dict(doc)
     cells = [
         {**cell, **{name: _octaves(cell[name]) for name in DISTRIBUTIONS}}
         for cell in doc["breakdown"]
     ]
-    return {**doc, "breakdown": cells}
+    return {**doc, "breakdown": cells, "resolution": OCTAVE}
 
 
 def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
@@ -433,6 +437,7 @@ def _retire(
         "archive": None if merged["archive"] is None else {**merged["archive"], "pending": 0},
         "folded": folded,
         "lost": lost,
+        "resolution": OCTAVE,
     }
 
 

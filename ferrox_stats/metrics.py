@@ -314,6 +314,6 @@ def exposition(totals: HostTotals) -> bytes:
 def scrape() -> bytes:
     """This host's metrics now: this process's fresh state is published first, so a
     scrape never reads this worker older than the others."""
-    doc = process_state(live.get_recorder())
+    doc = host_state.by_octave(process_state(live.get_recorder()))
     host_state.publish(doc, wait=False)
     return exposition(host_state.host_totals(doc))
