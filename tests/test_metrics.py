@@ -16,12 +16,15 @@ import pytest
 from django.db import OperationalError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from ferrox_stats import access, host_state, live, metrics, tokens
 from ferrox_stats.core.breakdown import Breakdown
+from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.host_state import HostTotals, publish
 from ferrox_stats.state import merge_states
 from tests.api.conftest import PREFIX, TokenClient
@@ -479,3 +482,18 @@ def test_the_dashboard_queries_are_promql(tmp_path: Path) -> None:
         [promtool(), "check", "rules", str(path)], capture_output=True, timeout=30
     )
     assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e9, allow_nan=False), max_size=300))
+def test_the_buckets_are_count_at_most_at_every_bound(values: list[float]) -> None:
+    dist = Distribution()
+    for v in values:
+        dist.add(v)
+    for (tops, names), bounds in (
+        (metrics.DURATION, metrics.DURATION_BOUNDS),
+        (metrics.TOKENS, metrics.TOKEN_BOUNDS),
+    ):
+        buckets = metrics._buckets(dist, tops, names)
+        expected = [dist.count_at_most(bound) for bound in bounds]
+        assert [count for _, count in buckets] == [*expected, dist.count]
+        assert expected == [sum(1 for v in values if v <= bound) for bound in bounds]
