@@ -62,7 +62,11 @@ TIME_ZONE = "UTC"
 STATIC_URL = "static/"
 
 # Tests build archive writers explicitly; the recorder keeps records in memory.
-# Each test run's processes publish their state for /metrics in a directory of their
-# own (removed at the end of the session by tests/conftest.py).
-METRICS_DIR = os.path.join(tempfile.gettempdir(), f"ferrox_stats-tests-{os.getpid()}")
+# Each test run publishes its processes' state for /metrics in a directory of its own,
+# shared with the servers it starts (through the environment) and removed at the end of
+# the session by tests/conftest.py.
+METRICS_DIR = os.environ.setdefault(
+    "FERROX_STATS_TEST_METRICS_DIR",
+    os.path.join(tempfile.gettempdir(), f"ferrox_stats-tests-{os.getpid()}"),
+)
 FERROX_STATS = {"REPLICA": "test-replica", "ARCHIVE_SINK": None, "METRICS_DIR": METRICS_DIR}
