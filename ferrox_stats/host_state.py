@@ -11,6 +11,11 @@ into ``retired.json``, summed with every process folded before, and deleted, so 
 directory holds one file per running process plus one. Only wiping the directory (the
 default one is under the system's temp dir: a reboot) resets the host's counters.
 
+The files keep each distribution at power-of-two resolution (``by_octave``): every
+``le`` of the exposition is a power of two, where that is still exact, and a scrape
+reads a few buckets per distribution instead of up to 32 per power of two. The fleet's
+percentiles come from the heartbeat rows, at full resolution, not from these files.
+
 Consistent without a reader lock: a folder (one at a time, under an ``fcntl`` lock it never
 waits for) writes ``retired.json``, naming the instances it folded, *before* it deletes
 their files; a reader reads the process files first and ``retired.json`` last, and skips a
@@ -39,13 +44,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .conf import conf
-from .state import STATE_VERSION, merge_states
+from .core.breakdown import DISTRIBUTIONS, Cell, CellKey
+from .core.distribution import SUB_BUCKETS
+from .state import STATE_VERSION, merge_states, merged_cells
 
-__all__ = ["MAX_FILE_BYTES", "RETIRED", "HostTotals", "directory", "host_totals", "publish"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "RETIRED",
+    "HostTotals",
+    "by_octave",
+    "directory",
+    "host_totals",
+    "publish",
+]
 
 logger = logging.getLogger("ferrox_stats.metrics")
 
 RETIRED = "retired.json"
+OCTAVE = "octave"
 _LOCK = ".fold.lock"
 # A state document past this size is not one of ours (a full breakdown is well under it).
 MAX_FILE_BYTES = 32 * 1024 * 1024
@@ -64,12 +80,14 @@ _EMPTY_RATE = {"amount": 0.0, "span_s": 0.0, "samples": 0, "window_s": 0.0}
 @dataclass
 class HostTotals:
     """What a scrape reads: ``state`` is ``merge_states`` over the running processes and
-    everything retired; ``instances`` counts running processes; ``pool_occupancy`` and
+    everything retired (without its breakdown), ``cells`` that breakdown merged, at
+    power-of-two resolution; ``instances`` counts running processes; ``pool_occupancy`` and
     ``queue_depth`` are the freshest measurement among them (None: nothing measured);
     ``lost`` counts processes that ended without the clean-shutdown mark and the records
     their last documents still had pending; ``skipped`` counts files not understood."""
 
     state: dict[str, Any]
+    cells: dict[CellKey, Cell]
     instances: int
     pool_occupancy: float | None = None
     queue_depth: float | None = None
@@ -179,6 +197,32 @@ def _write_atomically(path: str, name: str, payload: bytes) -> None:
         raise
 
 
+def _octaves(wire: Mapping[str, Any]) -> dict[str, Any]:
+    counts: dict[int, int] = {}
+    for key, n in wire["counts"].items():
+        # Bucket i lies in the power of two whose last bucket (upper bound 2^e) is top.
+        top = int(key) // SUB_BUCKETS * SUB_BUCKETS + SUB_BUCKETS - 1
+        counts[top] = counts.get(top, 0) + n
+    return {
+        "zeros": wire["zeros"],
+        "sum": wire["sum"],
+        "counts": {str(top): n for top, n in sorted(counts.items())},
+    }
+
+
+def by_octave(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` with each distribution's counts gathered into the last bucket of their
+    power of two: ``count_at_most(2**k)``, ``count`` and ``total`` unchanged. Marked
+    ``"resolution": "octave"``, and returned as it is when it already was."""
+    if doc.get("resolution") == OCTAVE:
+        return dict(doc)
+    cells = [
+        {**cell, **{name: _octaves(cell[name]) for name in DISTRIBUTIONS}}
+        for cell in doc["breakdown"]
+    ]
+    return {**doc, "breakdown": cells, "resolution": OCTAVE}
+
+
 def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
     """Write this process's state document where the host's scrapes read it; whether it
     was written. Never raises: a failure is logged once and counted (``failures``).
@@ -199,7 +243,7 @@ def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
         if not _usable(path):
             failures += 1
             return False
-        payload = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+        payload = json.dumps(by_octave(doc), separators=(",", ":"), allow_nan=False).encode()
         _write_atomically(path, file_name(instance), payload)
         _last_at_ms[instance] = at_ms
         return True
@@ -393,6 +437,7 @@ def _retire(
         "archive": None if merged["archive"] is None else {**merged["archive"], "pending": 0},
         "folded": folded,
         "lost": lost,
+        "resolution": OCTAVE,
     }
 
 
@@ -496,16 +541,25 @@ def _freshest(docs: Iterable[Mapping[str, Any]], name: str, now_ms: int) -> floa
     return None if best is None else best[1]
 
 
-def _merge(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
-    """``merge_states(parts)``, leaving out (and counting) any part it refuses: one bad
+def _merged(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[CellKey, Cell]]:
+    # The breakdown is merged once, into cells: not into a wire list to parse again.
+    state = merge_states({**part, "breakdown": []} for part in parts)
+    del state["breakdown"]
+    return state, merged_cells(parts)
+
+
+def _merge(
+    parts: list[dict[str, Any]],
+) -> tuple[dict[str, Any], dict[CellKey, Cell], int]:
+    """The parts merged, leaving out (and counting) any part that cannot be: one bad
     file never fails a scrape."""
     try:
-        return merge_states(parts), 0
+        return (*_merged(parts), 0)
     except Exception:
         good = []
         for part in parts:
             try:
-                merge_states([part])
+                _merged([part])
             except Exception as exc:
                 _warn_once(
                     f"merge:{part.get('instance')}",
@@ -515,7 +569,7 @@ def _merge(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
                 )
             else:
                 good.append(part)
-        return merge_states(good), len(parts) - len(good)
+        return (*_merged(good), len(parts) - len(good))
 
 
 def host_totals(
@@ -531,10 +585,12 @@ def host_totals(
     if now_ms is None:
         now_ms = int(current["at_ms"]) if current is not None else int(time.time() * 1000)
     path = directory()
-    own = dict(current) if current is not None else None
+    own = by_octave(current) if current is not None else None
     if not _usable(path):
+        state, cells, _ = _merge([own] if own else [])
         return HostTotals(
-            state=merge_states([own] if own else []),
+            state=state,
+            cells=cells,
             instances=1 if own else 0,
             pool_occupancy=_freshest([own], "pool_occupancy", now_ms) if own else None,
             queue_depth=_freshest([own], "queue_depth", now_ms) if own else None,
@@ -564,9 +620,10 @@ def host_totals(
         running.append(own)
     parts.extend(running)
     lost = (retired or {}).get("lost") or {}
-    state, refused = _merge(parts)
+    state, cells, refused = _merge(parts)
     return HostTotals(
         state=state,
+        cells=cells,
         instances=len(running),
         pool_occupancy=_freshest(running, "pool_occupancy", now_ms),
         queue_depth=_freshest(running, "queue_depth", now_ms),

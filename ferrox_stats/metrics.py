@@ -35,7 +35,7 @@ from prometheus_client.utils import floatToGoString
 
 from . import host_state, live
 from .conf import conf
-from .core.breakdown import Breakdown, Cell
+from .core.breakdown import Cell
 from .core.distribution import Distribution, bucket_index, bucket_upper
 from .host_state import HostTotals
 from .state import process_state
@@ -121,8 +121,7 @@ class HostCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        state = self.totals.state
-        cells = Breakdown.merge_wire([state.get("breakdown") or []])
+        state, cells = self.totals.state, self.totals.cells
         if "otel" in self.families:
             yield from self._otel(state, cells)
         if "vllm" in self.families:
@@ -315,6 +314,6 @@ def exposition(totals: HostTotals) -> bytes:
 def scrape() -> bytes:
     """This host's metrics now: this process's fresh state is published first, so a
     scrape never reads this worker older than the others."""
-    doc = process_state(live.get_recorder())
+    doc = host_state.by_octave(process_state(live.get_recorder()))
     host_state.publish(doc, wait=False)
     return exposition(host_state.host_totals(doc))

@@ -64,9 +64,13 @@ STATIC_URL = "static/"
 # Tests build archive writers and heartbeats explicitly; the recorder keeps records in
 # memory (HEARTBEAT_S None: a test that turns the archive on gets no heartbeat thread
 # writing rows behind the other tests' backs unless it asks for one).
-# Each test run's processes publish their state for /metrics in a directory of their
-# own (removed at the end of the session by tests/conftest.py).
-METRICS_DIR = os.path.join(tempfile.gettempdir(), f"ferrox_stats-tests-{os.getpid()}")
+# Each test run publishes its processes' state for /metrics in a directory of its own,
+# shared with the servers it starts (through the environment) and removed at the end of
+# the session by tests/conftest.py.
+METRICS_DIR = os.environ.setdefault(
+    "FERROX_STATS_TEST_METRICS_DIR",
+    os.path.join(tempfile.gettempdir(), f"ferrox_stats-tests-{os.getpid()}"),
+)
 FERROX_STATS = {
     "REPLICA": "test-replica",
     "ARCHIVE_SINK": None,

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ferrox_stats import host_state
 from ferrox_stats.host_state import RETIRED, file_name, host_totals, publish
@@ -376,3 +378,22 @@ def test_concurrent_publishers_readers_and_folders_count_each_process_exactly_on
     assert final.instances == 1
     assert seen == sorted(seen)
     assert files(metrics_dir) == sorted([RETIRED, file_name("w/reader/0")])
+
+
+# -- power-of-two resolution ---------------------------------------------------------------
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), max_size=200))
+def test_the_files_keep_every_power_of_two_bound_exact(values: list[float]) -> None:
+    from ferrox_stats.core.distribution import Distribution
+
+    full = Distribution()
+    for v in values:
+        full.add(v)
+    cell = {name: full.to_wire() for name in ("duration", "ttft", "tpot", "input", "output")}
+    doc = host_state.by_octave({"breakdown": [cell]})
+    coarse = Distribution.from_wire(doc["breakdown"][0]["duration"])
+    assert (coarse.count, coarse.total, coarse.zeros) == (full.count, full.total, full.zeros)
+    for exponent in range(-12, 22):
+        assert coarse.count_at_most(2.0**exponent) == full.count_at_most(2.0**exponent)
+    assert len(coarse.counts) == len({i // 32 for i in full.counts})  # one per power of two

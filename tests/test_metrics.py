@@ -3,7 +3,9 @@ the vLLM family, access, the database down, and Prometheus's own promtool."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -14,12 +16,15 @@ import pytest
 from django.db import OperationalError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from ferrox_stats import access, host_state, live, metrics, tokens
 from ferrox_stats.core.breakdown import Breakdown
+from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.host_state import HostTotals, publish
 from ferrox_stats.state import merge_states
 from tests.api.conftest import PREFIX, TokenClient
@@ -62,15 +67,20 @@ def value(text: str | bytes, name: str, **labels: str) -> float:
     return float(sample.value)
 
 
-def totals_of(*records: Any, archive: bool = False, **gauges: float | None) -> HostTotals:
-    """Host totals whose breakdown observed ``records``."""
+def breakdown_wire(*records: Any) -> list[dict[str, Any]]:
     breakdown = Breakdown()
     for record in records:
         breakdown.observe(record)
+    return breakdown.to_wire()
+
+
+def totals_of(*records: Any, archive: bool = False, **gauges: float | None) -> HostTotals:
+    """Host totals whose breakdown observed ``records``."""
     doc = state("w/1/a", completed=len(records), archive=archive)
-    doc["breakdown"] = breakdown.to_wire()
+    doc["breakdown"] = breakdown_wire(*records)
     return HostTotals(
         state=merge_states([doc]),
+        cells=Breakdown.merge_wire([doc["breakdown"]]),
         instances=1,
         pool_occupancy=gauges.get("pool_occupancy"),
         queue_depth=gauges.get("queue_depth"),
@@ -260,7 +270,7 @@ def test_a_scrape_is_the_whole_host_in_the_text_format(
 ) -> None:
     track(recorder, clock)
     other = state("w/2/other", completed=4)
-    other["breakdown"] = totals_of(*[make_record(model="m")] * 4).state["breakdown"]
+    other["breakdown"] = breakdown_wire(*[make_record(model="m")] * 4)
     publish(other)
     response = read_client.get(URL, HTTP_ACCEPT="application/openmetrics-text; version=1.0.0")
     assert response.status_code == 200
@@ -286,7 +296,7 @@ def test_host_counters_survive_a_worker_that_ended(
 ) -> None:
     gone = dead_pid()
     ended = state(f"w/{gone}/x", pid=gone, completed=7, pending=2, archive=True)
-    ended["breakdown"] = totals_of(*[make_record(model="m")] * 7).state["breakdown"]
+    ended["breakdown"] = breakdown_wire(*[make_record(model="m")] * 7)
     publish(ended)
     first = read_client.get(URL).content
     second = read_client.get(URL).content
@@ -388,7 +398,9 @@ def scrape_with_everything(settings: Any, recorder: live.Recorder, clock: FakeCl
     track(recorder, clock, model='a "quoted"\\model\nname')
     track(recorder, clock, model="b")
     gone = dead_pid()
-    publish(state(f"w/{gone}/x", pid=gone, completed=1, pending=1))  # archive and lost
+    ended = state(f"w/{gone}/x", pid=gone, completed=1, pending=1, aborts={"timeout": 1})
+    ended["archive"]["dropped"] = {"queue_full": 2}
+    publish(ended)  # an ended process: the archive's families, aborts, drops and losses
     return bytes(Client().get(URL).content)
 
 
@@ -416,3 +428,72 @@ def test_promtool_accepts_a_real_scrape(
     assert code == 3  # lint remarks, not a parse error (1)
     assert remarks
     assert all(r.startswith("vllm:") and r.endswith("should not contain ':'") for r in remarks)
+
+
+# -- the example Grafana dashboard -------------------------------------------------------------
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana-dashboard.json"
+
+
+def dashboard_queries() -> list[str]:
+    document = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for panel in document["panels"] for t in panel["targets"]]
+    queries += [v["query"]["query"] for v in document["templating"]["list"] if "definition" in v]
+    return queries
+
+
+def as_promql(query: str) -> str:
+    """A panel's query as Prometheus sees it once Grafana fills in its variables."""
+    for variable, value in (("$__rate_interval", "5m"), ("$job", ".*"), ("$model", ".*")):
+        query = query.replace(variable, value)
+    return query.replace("$route", ".*")
+
+
+def test_the_dashboard_queries_only_names_a_scrape_has(
+    settings: Any, recorder: live.Recorder, clock: FakeClock
+) -> None:
+    body = scrape_with_everything(settings, recorder, clock).decode()
+    exposed = {s.name for f in text_string_to_metric_families(body) for s in f.samples}
+    used = {
+        name
+        for query in dashboard_queries()
+        for name in re.findall(r"\b(?:gen_ai|ferrox_stats)_[a-z_]+", query)
+    }
+    used.discard("gen_ai_token_type")  # a label
+    assert used and used <= exposed, sorted(used - exposed)
+
+
+def test_the_dashboard_queries_are_promql(tmp_path: Path) -> None:
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dashboard:query_{n}", "expr": as_promql(query)}
+                    for n, query in enumerate(dashboard_queries())
+                    if not query.startswith("label_values(")
+                ],
+            }
+        ]
+    }
+    path = tmp_path / "rules.yml"
+    path.write_text(json.dumps(rules))  # JSON is YAML
+    checked = subprocess.run(
+        [promtool(), "check", "rules", str(path)], capture_output=True, timeout=30
+    )
+    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e9, allow_nan=False), max_size=300))
+def test_the_buckets_are_count_at_most_at_every_bound(values: list[float]) -> None:
+    dist = Distribution()
+    for v in values:
+        dist.add(v)
+    for (tops, names), bounds in (
+        (metrics.DURATION, metrics.DURATION_BOUNDS),
+        (metrics.TOKENS, metrics.TOKEN_BOUNDS),
+    ):
+        buckets = metrics._buckets(dist, tops, names)
+        expected = [dist.count_at_most(bound) for bound in bounds]
+        assert [count for _, count in buckets] == [*expected, dist.count]
+        assert expected == [sum(1 for v in values if v <= bound) for bound in bounds]

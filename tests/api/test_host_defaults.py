@@ -103,6 +103,7 @@ ANSWERS = {
     "ferrox_stats:schema": ("?format=json", 200, "application/vnd.oai.openapi+json"),
     "ferrox_stats:docs": ("", 200, "text/html"),
     "ferrox_stats:ingest": ("", 200, "application/json"),
+    "ferrox_stats:metrics": ("", 200, "text/plain; version=0.0.4"),
 }
 
 

@@ -28,6 +28,7 @@ READS = [
     ("/v1/history/no-such-id", 404, "application/json"),
     ("/v1/schema?format=json", 200, "application/vnd.oai.openapi+json"),
     ("/v1/docs", 200, "text/html"),
+    ("/metrics", 200, "text/plain; version=0.0.4"),
 ]
 
 
