@@ -56,6 +56,7 @@ __all__ = [
     "directory",
     "host_totals",
     "publish",
+    "usable",
 ]
 
 logger = logging.getLogger("ferrox_stats.metrics")
@@ -155,6 +156,11 @@ def reset() -> None:
     with _publish_lock:
         _last_at_ms.clear()
     failures = 0
+
+
+def usable() -> bool:
+    """Whether this host's ``METRICS_DIR`` can be used now (see ``_usable``)."""
+    return _usable(directory())
 
 
 def _usable(path: str) -> bool:

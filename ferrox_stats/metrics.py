@@ -313,7 +313,15 @@ def exposition(totals: HostTotals) -> bytes:
 
 def scrape() -> bytes:
     """This host's metrics now: this process's fresh state is published first, so a
-    scrape never reads this worker older than the others."""
+    scrape never reads this worker older than the others.
+
+    A scrape counts only what the host's files hold once it answers: when its fresh
+    state was not written (the heartbeat thread of this process was writing one it read
+    earlier, or a newer one is there already), this process is read from its file like
+    every other worker. Counting the unwritten state would let the next scrape, of
+    another worker, read that file and step back by the requests in between.
+    """
     doc = host_state.by_octave(process_state(live.get_recorder()))
-    host_state.publish(doc, wait=False)
-    return exposition(host_state.host_totals(doc))
+    written = host_state.publish(doc, wait=False)
+    own = doc if written or not host_state.usable() else None
+    return exposition(host_state.host_totals(own, now_ms=int(doc["at_ms"])))

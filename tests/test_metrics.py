@@ -26,7 +26,7 @@ from ferrox_stats import access, host_state, live, metrics, tokens
 from ferrox_stats.core.breakdown import Breakdown
 from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.host_state import HostTotals, publish
-from ferrox_stats.state import merge_states
+from ferrox_stats.state import merge_states, process_state
 from tests.api.conftest import PREFIX, TokenClient
 from tests.conftest import FakeClock, grant
 from tests.factories import make_record
@@ -497,3 +497,24 @@ def test_the_buckets_are_count_at_most_at_every_bound(values: list[float]) -> No
         expected = [dist.count_at_most(bound) for bound in bounds]
         assert [count for _, count in buckets] == [*expected, dist.count]
         assert expected == [sum(1 for v in values if v <= bound) for bound in bounds]
+
+
+def test_a_scrape_never_counts_more_than_its_workers_file_holds(
+    recorder: live.Recorder, clock: FakeClock
+) -> None:
+    """A scrape whose fresh state could not be written (this process's heartbeat thread
+    was writing one it read earlier) reads its own file like any other worker's: had it
+    counted the unwritten state, the next scrape, of another worker reading that file,
+    would step back."""
+
+    def requests(text: bytes) -> float:
+        return sum(s.value for s in samples(text, "gen_ai_server_request_duration_seconds_count"))
+
+    track(recorder, clock)
+    assert publish(process_state(recorder))  # the heartbeat wrote: one request
+    track(recorder, clock)  # a second, finished after that write
+    with host_state._publish_lock:  # the heartbeat thread is writing again
+        during = metrics.scrape()
+    another_worker = metrics.exposition(host_state.host_totals())
+    assert requests(during) == requests(another_worker) == 1
+    assert requests(metrics.scrape()) == 2  # written now, so counted
