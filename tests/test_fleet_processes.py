@@ -458,6 +458,7 @@ def test_a_worker_killed_mid_traffic_is_reported_lost_with_what_it_had_not_archi
             )
             victim = max(document["instances"], key=lambda row: row["completed"])
             assert victim["pid"] in harness.children(master)  # one of ours, by its pid
+            before_kill = scrape(the_fleet)
             os.kill(victim["pid"], signal.SIGKILL)
             harness.until(
                 "gunicorn replaced the killed worker",
@@ -487,6 +488,8 @@ def test_a_worker_killed_mid_traffic_is_reported_lost_with_what_it_had_not_archi
         assert document["totals"]["instances"] == len(live)
         assert document["totals"]["completed"] == sum(r["completed"] for r in live)
         assert victim["instance"] not in {r["instance"] for r in live}
+        # The host's counters keep what the killed worker last published.
+        assert scrape(the_fleet).requests >= before_kill.requests
 
 
 def test_a_worker_recycled_by_max_requests_never_sets_the_hosts_counters_back(
