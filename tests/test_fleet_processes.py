@@ -418,6 +418,19 @@ def test_the_fleet_tail_stats_and_metrics_count_every_request_once(
         assert scrapes == [share] * 20
         assert scrape(the_fleet, "b") == host_share(sent, "b")
 
+        # A clean stop (SIGTERM) loses nothing: every worker drained its archive queue
+        # and left the clean-shutdown mark.
+        for server in the_fleet.hosts.values():
+            harness.stop(server)
+        marks = harness.query(
+            the_fleet.database_url, "SELECT stopped, count(*) FROM ferrox_stats_instance GROUP BY 1"
+        )
+        assert dict(marks) == {True: 5}
+        (archived,) = harness.query(
+            the_fleet.database_url, "SELECT count(*) FROM ferrox_stats_finishedrequest"
+        )
+        assert archived == (len(sent.ids),)
+
 
 def test_a_worker_killed_mid_traffic_is_reported_lost_with_what_it_had_not_archived(
     tmp_path: Path, engine_url: str

@@ -111,6 +111,13 @@ def database(server_url: str, *, template: str | None = None) -> Iterator[str]:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def query(url: str, sql: str) -> list[tuple[Any, ...]]:
+    """The rows ``sql`` selects in the database at ``url`` (a test's own)."""
+    with _connect(url) as connection:
+        rows: list[tuple[Any, ...]] = connection.execute(sql).fetchall()
+        return rows
+
+
 def database_name(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
 
