@@ -96,6 +96,7 @@ def populated(recorder: live.Recorder) -> None:
 ANSWERS = {
     "ferrox_stats:requests": ("", 200, "application/json"),
     "ferrox_stats:stats": ("", 200, "application/json"),
+    "ferrox_stats:fleet": ("", 200, "application/json"),
     "ferrox_stats:admin-stats": ("?limit=1", 200, "application/json"),
     "ferrox_stats:history": ("?limit=1", 200, "application/json"),
     "ferrox_stats:history-export": ("?format=csv", 200, "text/csv"),
