@@ -119,6 +119,7 @@ class Heartbeat:
         self._next_prune_ms: int | None = None
         self._publish_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._wake = threading.Event()  # set to tick now (stop, nudge)
         self._thread: threading.Thread | None = None
         self._final_written: bool | None = None
 
@@ -218,7 +219,11 @@ class Heartbeat:
     # -- the thread ------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the thread (idempotent). Its first heartbeat is written at once."""
+        """Start the thread (idempotent). Its first heartbeat is written one interval
+        later (``nudge()`` asks for it at once): a recorder that lives less than that —
+        a host's test builds one per test — writes nothing at all, so no background
+        write meets a test's open transaction (on SQLite's shared in-memory database
+        one would fail the test's own writes)."""
         if self._thread is not None:
             return
         self._thread = threading.Thread(
@@ -233,14 +238,27 @@ class Heartbeat:
 
     def _run(self) -> None:
         try:
-            while not self._stopping.is_set():
+            while True:
+                self._wake.wait(self.interval_s)
+                self._wake.clear()
+                if self._stopping.is_set():
+                    break
                 if not self.publish_once():
                     # A broken connection is replaced at the next tick.
                     self._close_connection()
-                self._stopping.wait(self.interval_s)
-            self._final_written = self.publish_once(stopped=True)
+            self._final_written = self._publish_final()
         finally:
             self._close_connection()
+
+    def nudge(self) -> None:
+        """Ask the thread for a heartbeat now rather than at the end of the interval."""
+        self._wake.set()
+
+    def _publish_final(self) -> bool:
+        # An instance that never announced itself has no shutdown to mark.
+        if not (self.beats or self.failures):
+            return True
+        return self.publish_once(stopped=True)
 
     def _close_connection(self) -> None:
         connection = connections[self.using]
@@ -248,16 +266,18 @@ class Heartbeat:
             connection.close()
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
-        """End the thread and write the final heartbeat (``stopped=True``); return
-        whether it was written. Call it after the archive sink closed.
+        """End the thread and write the final heartbeat (``stopped=True``) unless none
+        was ever attempted; return whether it was written (or not needed). Call it
+        after the archive sink closed.
 
         The thread writes it, so the caller's database connection is left alone; a
         publisher whose thread never ran (tests) writes it here.
         """
         self._stopping.set()
+        self._wake.set()
         thread = self._thread
         if thread is None or thread is threading.current_thread():
-            return self.publish_once(stopped=True)
+            return self._publish_final()
         thread.join(timeout_s)
         if thread.is_alive():
             logger.warning(

@@ -285,6 +285,7 @@ def test_the_recorder_starts_its_heartbeat_and_shutdown_writes_the_mark(
     recorder = live.reset(clock)
     publisher = live.current_heartbeat()
     assert publisher is not None and publisher.running
+    publisher.nudge()  # the first tick, without waiting out HEARTBEAT_S
     assert wait_for(lambda: publisher.beats == 1, 30)
     row = Instance.objects.get()
     assert row.instance == recorder.instance and row.stopped is False
@@ -314,6 +315,7 @@ def test_a_tracked_request_never_touches_the_database_on_its_thread(
         assert publisher is not None
         with live.track(model="m") as t:
             t.finish(status=200)
+        publisher.nudge()  # the first tick, without waiting out HEARTBEAT_S
         assert wait_for(lambda: publisher.beats == 1, 30)
     assert queries.captured_queries == []
     assert archiving.calls == ["ferrox-stats-heartbeat"]
@@ -326,6 +328,7 @@ def test_a_shutdown_that_drops_records_leaves_its_counts_in_the_final_heartbeat(
     recorder = live.reset(clock)  # the real state document, this time
     publisher = live.current_heartbeat()
     assert publisher is not None
+    publisher.nudge()  # the first tick, without waiting out HEARTBEAT_S
     assert wait_for(lambda: publisher.beats == 1, 30)
     for n in range(3):
         with live.track(model="m", request_id=f"queued-{n}") as t:
@@ -353,17 +356,20 @@ def test_a_forked_child_heartbeats_as_its_own_instance(
     monkeypatch.setattr(Heartbeat, "document", _stand_in(archiving))
     parent = live.reset(clock)
     parent_beat = live.current_heartbeat()
-    assert parent_beat is not None and wait_for(lambda: parent_beat.beats == 1, 30)
+    assert parent_beat is not None
+    parent_beat.nudge()
+    assert wait_for(lambda: parent_beat.beats == 1, 30)
     pid = os.fork()
     if pid == 0:  # the child: the parent's threads did not come along
         code = 1
         try:
             child = live.get_recorder()
             beat = live.current_heartbeat()
-            fresh = child is not parent and beat is not None and beat is not parent_beat
-            if fresh and beat is not None and wait_for(lambda: beat.beats == 1, 30):
-                live.shutdown(flush=False)
-                code = 0
+            if child is not parent and beat is not None and beat is not parent_beat:
+                beat.nudge()
+                if wait_for(lambda: beat.beats == 1, 30):
+                    live.shutdown(flush=False)
+                    code = 0
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
@@ -371,3 +377,18 @@ def test_a_forked_child_heartbeats_as_its_own_instance(
     rows = dict(Instance.objects.values_list("pid", "stopped"))
     assert rows == {os.getpid(): False, pid: True}
     assert parent_beat.running  # the parent's heartbeat is untouched
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_recorder_gone_within_its_first_interval_writes_nothing(
+    archiving: Documents, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    # A host's test builds a recorder and drops it in well under HEARTBEAT_S: no
+    # background write may meet the test's open transaction.
+    monkeypatch.setattr(Heartbeat, "document", _stand_in(archiving))
+    live.reset(clock)
+    publisher = live.current_heartbeat()
+    assert publisher is not None and publisher.running
+    live.shutdown(flush=False)
+    assert not publisher.running
+    assert archiving.calls == [] and not Instance.objects.exists()
