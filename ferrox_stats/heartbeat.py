@@ -255,10 +255,25 @@ class Heartbeat:
         self._wake.set()
 
     def _publish_final(self) -> bool:
-        # An instance that never announced itself has no shutdown to mark.
+        # An instance that never announced itself has no shutdown to mark in the
+        # database (a host's per-test recorder writes no row behind the test). If it
+        # recorded anything, its host's files still get its last counts: a worker
+        # recycled within its first interval (gunicorn --max-requests under load) would
+        # otherwise take what it served out of the host's /metrics counters.
         if not (self.beats or self.failures):
+            if self.recorder.stats.recorded_total:
+                self._publish_final_to_host()
             return True
         return self.publish_once(stopped=True)
+
+    def _publish_final_to_host(self) -> None:
+        with self._publish_lock:
+            try:
+                doc = self.document(stopped=True)
+            except Exception:
+                self._failed("the state document could not be built")
+                return
+            self._publish_to_host(doc)
 
     def _close_connection(self) -> None:
         connection = connections[self.using]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from django.db import OperationalError, connection
 from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext
 
-from ferrox_stats import fleet, live
+from ferrox_stats import fleet, host_state, live
 from ferrox_stats import heartbeat as heartbeat_module
 from ferrox_stats.archive.rows import at_ms_to_datetime
 from ferrox_stats.heartbeat import PRUNE_BATCH, PRUNE_EVERY_S, Heartbeat
@@ -392,3 +393,22 @@ def test_a_recorder_gone_within_its_first_interval_writes_nothing(
     live.shutdown(flush=False)
     assert not publisher.running
     assert archiving.calls == [] and not Instance.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_recorder_gone_within_its_first_interval_after_recording_leaves_its_host_counts(
+    publisher: Heartbeat, settings: Any, tmp_path: Path
+) -> None:
+    # A worker recycled before its first tick (gunicorn --max-requests under load): no
+    # row, as for any instance that never announced itself, but its host's /metrics
+    # keeps what it served.
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "METRICS_DIR": str(tmp_path)}
+    host_state.reset()
+    try:
+        with publisher.recorder.track(model="m") as t:
+            t.finish(status=200)
+        assert publisher.stop()
+        assert not Instance.objects.exists()
+        assert host_state.host_totals().state["serving"]["completed"] == 7  # its document's
+    finally:
+        host_state.reset()
