@@ -14,11 +14,17 @@ Measured, per request, in ns:
 - ``floor``: ``threading.Lock`` + ``deque.append`` of a prebuilt tuple: what any
   thread-safe record of a request cannot go below in CPython.
 
+- ``tracked (before)``, with ``--before DIR``: ``tracked`` on the ``ferrox_stats``
+  package of another checkout (say main's, while measuring a branch), loaded beside
+  this one under another name, so before and after run interleaved in one process.
+
 Method: each variant runs ``--requests`` requests per round; rounds interleave the
 variants (rotating their order) and the median round is reported, with gc disabled
-while timing.
+while timing. ``--clock cpu`` times the thread's CPU time instead of the wall clock:
+on a machine shared with other work, time spent preempted is not counted.
 
-Run: ``cd /work/main && PYTHONPATH=. python bench/hot_path.py [--requests N --rounds R]``
+Run: ``cd /work/main && PYTHONPATH=. python bench/hot_path.py [--requests N --rounds R]
+[--clock cpu] [--before ../other-checkout]``
 """
 
 from __future__ import annotations
@@ -26,12 +32,16 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.metadata
+import importlib.util
 import platform
 import statistics
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -45,14 +55,34 @@ DESCRIPTION = "One tracked request beside prometheus_client and a lock+deque flo
 # A variant runs n requests and returns the elapsed ns.
 Variant = Callable[[int], int]
 
+# What variants time with: the wall clock, or (``--clock cpu``) this thread's CPU time.
+CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
+clock_ns = CLOCKS["wall"]
 
-def tracked() -> Variant:
-    recorder = Recorder(replica="bench")
+
+def load_before(checkout: str) -> Any:
+    """``Recorder`` from ``<checkout>/ferrox_stats``, imported as package
+    ``ferrox_stats_before`` (its modules import each other relatively, so they stay
+    within it); the process's own ``ferrox_stats`` is untouched."""
+    root = Path(checkout, "ferrox_stats")
+    name = "ferrox_stats_before"
+    spec = importlib.util.spec_from_file_location(
+        name, root / "__init__.py", submodule_search_locations=[str(root)]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module(f"{name}.live").Recorder
+
+
+def tracked(recorder_class: Any = Recorder) -> Variant:
+    recorder = recorder_class(replica="bench")
 
     def run(n: int) -> int:
         # Locals: the loop should measure the library, not global lookups.
         track = recorder.track
-        clock = time.perf_counter_ns
+        clock = clock_ns
         start = clock()
         for _ in range(n):
             with track(route=ROUTE, model=MODEL, stream=True) as t:
@@ -72,7 +102,7 @@ def prom_unlabelled() -> Variant:
 
     def run(n: int) -> int:
         monotonic = time.monotonic
-        clock = time.perf_counter_ns
+        clock = clock_ns
         start = clock()
         for _ in range(n):
             # The same clock reads the tracker makes: begin, first token, end.
@@ -100,7 +130,7 @@ def prom_labelled() -> Variant:
 
     def run(n: int) -> int:
         monotonic = time.monotonic
-        clock = time.perf_counter_ns
+        clock = clock_ns
         start = clock()
         for _ in range(n):
             arrived = monotonic()
@@ -124,7 +154,7 @@ def floor() -> Variant:
 
     def run(n: int) -> int:
         append = rows.append
-        clock = time.perf_counter_ns
+        clock = clock_ns
         start = clock()
         for _ in range(n):
             with lock:
@@ -159,10 +189,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--requests", type=int, default=100_000, help="requests per round")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="wall", help="what a round is timed with"
+    )
+    parser.add_argument(
+        "--before", metavar="DIR", help="also time `tracked` on DIR's ferrox_stats (a checkout)"
+    )
     args = parser.parse_args()
+    global clock_ns
+    clock_ns = CLOCKS[args.clock]
 
     variants = {
         "tracked": tracked(),
+        **({"tracked (before)": tracked(load_before(args.before))} if args.before else {}),
         "prom unlabelled": prom_unlabelled(),
         "prom labelled": prom_labelled(),
         "floor": floor(),
@@ -170,12 +209,13 @@ def main() -> None:
     print(
         f"python {platform.python_version()}, "
         f"prometheus_client {importlib.metadata.version('prometheus-client')}, "
-        f"{args.rounds} rounds x {args.requests} requests, median round"
+        f"{args.rounds} rounds x {args.requests} requests, median round, {args.clock} clock"
     )
     ns = measure(variants, args.requests, args.rounds)
     for name, value in ns.items():
         print(f"{name:<16} {value:8.0f} ns/request")
-    for name in ("prom unlabelled", "prom labelled", "floor"):
+    others = ["tracked (before)"] if args.before else []
+    for name in [*others, "prom unlabelled", "prom labelled", "floor"]:
         print(f"tracked / {name:<16} {ns['tracked'] / ns[name]:6.2f}x")
 
 

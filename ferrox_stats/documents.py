@@ -74,6 +74,7 @@ def stats(snapshot: LiveSnapshot) -> dict[str, Any]:
         "pool": {
             "occupancy": snapshot.pool_occupancy,
             "queue_depth": snapshot.queue_depth,
+            "gauges_refused": snapshot.gauges_refused,
         },
         "archive": None if archive is None else _archive(asdict(archive)),
     }

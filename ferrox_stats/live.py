@@ -100,6 +100,7 @@ class LiveSnapshot:
     queue_depth: float | None
     sink_errors: int
     archive: Any  # the sink's ``health()``, when it reports one (``ArchiveHealth``)
+    gauges_refused: int = 0  # gauge reports ignored as impossible
 
 
 def new_instance_id(replica: str) -> str:
@@ -192,7 +193,10 @@ class Recorder:
         surrogate (which nothing could encode) by U+FFFD (``core.requests.encodable``).
         """
         seq = self.stats.record(record)
-        self._observe(record)
+        try:
+            self.breakdown.observe(record)
+        except Exception:
+            self._breakdown_failed()
         sink = self.sink
         if sink is not None:
             try:
@@ -218,21 +222,21 @@ class Recorder:
         self.serving.observe_tokens(
             self.clock.monotonic(), record.prompt_tokens or 0, record.completion_tokens or 0
         )
-        self._observe(record)
-        return self.stats.record(record)
-
-    def _observe(self, record: Record) -> None:
         try:
             self.breakdown.observe(record)
         except Exception:
-            # A record the breakdown cannot count (a negative or infinite time from a
-            # host's own Record) must not fail the request that finished.
-            self.breakdown_errors += 1
-            if self.breakdown_errors == 1:
-                logger.exception(
-                    "ferrox_stats: a record could not be counted in the breakdown (later "
-                    "ones are only counted, in Recorder.breakdown_errors)"
-                )
+            self._breakdown_failed()
+        return self.stats.record(record)
+
+    def _breakdown_failed(self) -> None:
+        # A record the breakdown cannot count (a negative or infinite time in a host's
+        # own Record) must not fail the request that finished. Called in an except block.
+        self.breakdown_errors += 1
+        if self.breakdown_errors == 1:
+            logger.exception(
+                "ferrox_stats: a record could not be counted in the breakdown (later "
+                "ones are only counted, in Recorder.breakdown_errors)"
+            )
 
     def snapshot(self) -> LiveSnapshot:
         now = self.clock.monotonic()
@@ -246,6 +250,7 @@ class Recorder:
             pool_occupancy=self.pool_occupancy.get(now),
             queue_depth=self.queue_depth.get(now),
             sink_errors=self.sink_errors,
+            gauges_refused=self.gauges_refused,
             archive=health() if callable(health := getattr(self.sink, "health", None)) else None,
         )
 

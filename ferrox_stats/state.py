@@ -25,6 +25,7 @@ __all__ = [
     "RELATIVE_ERROR",
     "STATE_VERSION",
     "latency",
+    "latency_of",
     "merge_states",
     "merged_cells",
     "process_state",
@@ -76,6 +77,8 @@ def process_state(recorder: Recorder, *, stopped: bool = False) -> dict[str, Any
         },
         "recorded_total": recorder.stats.recorded_total,
         "sink_errors": recorder.sink_errors,
+        # Records left out of the breakdown: an impossible value, or a bug of ours.
+        "breakdown_refused": recorder.breakdown.refused + recorder.breakdown_errors,
         "archive": None
         if archive is None
         else {
@@ -118,7 +121,7 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     rates = {name: {"amount": 0.0, "span_s": 0.0, "samples": 0, "window_s": 0.0} for name in RATES}
     breakdowns: list[Any] = []
     archive: dict[str, Any] | None = None
-    recorded_total = sink_errors = 0
+    recorded_total = sink_errors = breakdown_refused = 0
     for state in states:
         try:
             if state["version"] != STATE_VERSION:
@@ -139,6 +142,7 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             breakdowns.append(state["breakdown"])
             recorded_total += state["recorded_total"]
             sink_errors += state["sink_errors"]
+            breakdown_refused += state.get("breakdown_refused", 0)
             if (part_archive := state["archive"]) is not None:
                 if archive is None:
                     archive = {**dict.fromkeys(ARCHIVE_COUNTS, 0), "dropped": {}}
@@ -163,6 +167,7 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "breakdown": [cell.to_wire(key) for key, cell in sorted(cells.items())],
         "recorded_total": recorded_total,
         "sink_errors": sink_errors,
+        "breakdown_refused": breakdown_refused,
         "archive": archive,
     }
 
@@ -175,7 +180,12 @@ def _add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
 def latency(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Percentiles of duration, TTFT and TPOT (seconds) over every cell of a state
     document (one process's or merged), from the merged distributions."""
-    cells = Breakdown.merge_wire([state["breakdown"]])
+    return latency_of(Breakdown.merge_wire([state["breakdown"]]))
+
+
+def latency_of(cells: Mapping[tuple[str, str, str], Cell]) -> dict[str, dict[str, Any]]:
+    """``latency`` of cells already parsed (``merged_cells``, ``Breakdown.cells()``);
+    reading a wire breakdown costs more than this."""
     return {
         name: _percentiles(Distribution.merged(getattr(cell, field) for cell in cells.values()))
         for name, field in LATENCIES.items()

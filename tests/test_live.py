@@ -269,15 +269,30 @@ def test_finished_and_ingested_records_feed_the_breakdown(
     assert cells["m", "/v1/completions", "error"].duration.count_at_most(0.25) == 1
 
 
-def test_a_record_the_breakdown_refuses_is_counted_logged_once_never_raised(
-    clock: FakeClock, caplog: pytest.LogCaptureFixture
+def test_a_record_the_breakdown_refuses_is_counted_there(clock: FakeClock) -> None:
+    recorder = live.Recorder(clock=clock)
+    for _ in range(2):
+        recorder.finished(Record(duration_ms=-1.0))
+    assert recorder.breakdown.cells() == {}
+    assert (recorder.breakdown.refused, recorder.stats.recorded_total) == (2, 2)
+
+
+def test_a_breakdown_that_raises_is_logged_once_and_never_fails_the_request(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorder = live.Recorder(clock=clock)
+
+    def broken(record: Record) -> None:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(recorder.breakdown, "observe", broken)
     with caplog.at_level(logging.WARNING, logger="ferrox_stats.live"):
         for _ in range(2):
-            recorder.finished(Record(duration_ms=-1.0))
-    assert (recorder.breakdown_errors, recorder.stats.recorded_total) == (2, 2)
-    assert recorder.breakdown.cells() == {}
+            with recorder.track() as t:
+                t.finish(status=200)
+        recorder.ingested(Record())
+    assert (recorder.breakdown_errors, recorder.stats.recorded_total) == (3, 3)
+    assert recorder.serving.active == 0
     [logged] = caplog.records
     assert "breakdown" in logged.getMessage()
 

@@ -14,7 +14,14 @@ from ferrox_stats.archive.writer import ArchiveHealth
 from ferrox_stats.core.distribution import RELATIVE_ERROR
 from ferrox_stats.core.requests import Record
 from ferrox_stats.live import Recorder
-from ferrox_stats.state import STATE_VERSION, latency, merge_states, process_state
+from ferrox_stats.state import (
+    STATE_VERSION,
+    latency,
+    latency_of,
+    merge_states,
+    merged_cells,
+    process_state,
+)
 from tests.conftest import FakeClock
 
 
@@ -104,6 +111,7 @@ def test_document_shape_and_values(clock: FakeClock) -> None:
     }
     assert state["recorded_total"] == 1
     assert state["sink_errors"] == 0
+    assert state["breakdown_refused"] == 0
     assert state["archive"] == {
         "accepted": 3,
         "persisted": 2,
@@ -125,6 +133,7 @@ def test_merge_sums_counters_and_archives(clock: FakeClock) -> None:
     serve(a, 10.0, prompt_tokens=7)
     serve(a, 10.0, aborted="timeout")
     serve(b, 20.0, error="E", completion_tokens=3)
+    b.ingested(Record(duration_ms=-5.0))  # refused by the breakdown
     states = [process_state(a), process_state(b), process_state(make_recorder(clock))]
 
     merged = merge_states(json.loads(json.dumps(states)))
@@ -133,12 +142,13 @@ def test_merge_sums_counters_and_archives(clock: FakeClock) -> None:
     assert merged["instances"] == 3
     assert merged["serving"] == {
         "active": 0,
-        "completed": 2,
+        "completed": 3,
         "aborts": {"error": 1, "timeout": 1},
         "prompt_tokens_total": 7,
         "completion_tokens_total": 3,
     }
-    assert merged["recorded_total"] == 3
+    assert merged["recorded_total"] == 4
+    assert merged["breakdown_refused"] == 1
     assert merged["archive"] == {
         "accepted": 8,
         "persisted": 7,
@@ -157,7 +167,7 @@ def test_merge_sums_counters_and_archives(clock: FakeClock) -> None:
     # A merged document merges again, counting its instances.
     again = merge_states([merged, states[0]])
     assert again["instances"] == 4
-    assert again["serving"]["completed"] == 3
+    assert again["serving"]["completed"] == 4
 
 
 def test_archive_is_null_when_no_part_has_one(clock: FakeClock) -> None:
@@ -230,3 +240,12 @@ def test_merge_refuses_a_hostile_breakdown(clock: FakeClock) -> None:
     state["breakdown"] = [{"model": "m"}]
     with pytest.raises(ValueError, match="route"):
         merge_states([state])
+
+
+def test_latency_of_parsed_cells_matches_latency(clock: FakeClock) -> None:
+    recorder = make_recorder(clock)
+    for ms in (10.0, 20.0, 4000.0):
+        serve(recorder, ms)
+    state = process_state(recorder)
+    assert latency_of(recorder.breakdown.cells()) == latency(state)
+    assert latency_of(merged_cells([state, state]))["duration_s"]["count"] == 6

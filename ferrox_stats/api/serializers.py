@@ -84,6 +84,9 @@ class RequestCountersSerializer(S.Serializer):
 class PoolSerializer(S.Serializer):
     occupancy = S.FloatField(allow_null=True, help_text="0..1; null until reported.")
     queue_depth = S.FloatField(allow_null=True)
+    gauges_refused = S.IntegerField(
+        help_text="Gauge reports ignored as impossible (negative, not finite, used > total)."
+    )
 
 
 class ArchiveHealthSerializer(S.Serializer):

@@ -14,13 +14,15 @@ skipped, never counted as 0. Cells are summed across processes with ``merge_wire
 
 from __future__ import annotations
 
-import math
 import threading
-from collections.abc import Iterable, Mapping
-from operator import itemgetter
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from itertools import repeat
+from operator import is_not, itemgetter, sub, truediv
 from typing import Any
 
-from .distribution import Distribution
+from .distribution import Distribution, sort_checked
 from .requests import Record
 
 __all__ = ["ABORTED", "DISTRIBUTIONS", "ERROR", "OK", "OTHER", "Breakdown", "Cell", "CellKey"]
@@ -133,83 +135,125 @@ def _positive_int(value: object, name: str) -> int:
     return value
 
 
-# The record's fields observe() reads, in one C call rather than nine attribute lookups.
-_FIELDS = itemgetter(
-    *(
-        Record._fields.index(name)
-        for name in (
-            "model",
-            "route",
-            "prompt_tokens",
-            "completion_tokens",
-            "ttft_ms",
-            "duration_ms",
-            "decode_ms",
-            "aborted",
-            "error",
-        )
-    )
-)
+def _column(name: str) -> Callable[[Record], Any]:
+    return itemgetter(Record._fields.index(name))
+
+
+_MODEL = _column("model")
+_ROUTE = _column("route")
+_ABORTED = _column("aborted")
+_ERROR = _column("error")
+_PROMPT = _column("prompt_tokens")
+_COMPLETION = _column("completion_tokens")
+_TTFT = _column("ttft_ms")
+_DURATION = _column("duration_ms")
+_DECODE = _column("decode_ms")
+_PRESENT = partial(is_not, None)
+
+DEFAULT_FOLD_EVERY = 1024
 
 
 class Breakdown:
-    """Thread-safe per-``(model, route, outcome)`` cells of finished requests."""
+    """Thread-safe per-``(model, route, outcome)`` cells of finished requests.
 
-    def __init__(self, max_models: int = 20, max_routes: int = 20) -> None:
+    ``observe`` only queues the record (one ``deque.append``: the request path pays
+    nothing more); the queue is folded into the cells in batches, by whoever reads
+    them (the heartbeat, a scrape) or, past ``fold_every`` queued records, by the
+    request that finds it so long. In a batch each distribution sorts its values and
+    counts a bucket per binary search: in CPython about half the cost per record of
+    bucketing each record as it comes (``docs/benchmarks.md``). A record with an
+    impossible value (a negative or non-finite time, a token count that is not an
+    integer >= 0) is left out whole and counted in ``refused``.
+    """
+
+    def __init__(
+        self, max_models: int = 20, max_routes: int = 20, *, fold_every: int = DEFAULT_FOLD_EVERY
+    ) -> None:
         self.max_models = _positive_int(max_models, "max_models")
         self.max_routes = _positive_int(max_routes, "max_routes")
+        self.fold_every = _positive_int(fold_every, "fold_every")
+        self.refused = 0
+        # deque.append and popleft are atomic: observe takes no lock.
+        self._queue: deque[Record] = deque()
+        # Held to fold and to read the cells; never by observe below 2 * fold_every.
         self._lock = threading.Lock()
         self._cells: dict[CellKey, Cell] = {}
         self._models: set[str] = set()
         self._routes: set[str] = set()
-        # The record's own (model, route, outcome) -> its cell, for labels kept as they
-        # are: one dict lookup per request. Labels counted as "other" are not cached
-        # here, so this stays as bounded as the label set.
-        self._fast: dict[tuple[str | None, str | None, str], Cell] = {}
 
     def observe(self, record: Record) -> None:
-        """Count a finished record in its cell. Cheap (the request path calls it)."""
-        model, route, prompt, completion, ttft, duration, decode, aborted, error = _FIELDS(record)
-        outcome = (
-            OK if aborted is None and error is None else ABORTED if aborted is not None else ERROR
-        )
-        # Everything that could raise is computed before any count changes.
-        duration_s = None if duration is None else _bucket(duration / 1000.0)
-        ttft_s = None if ttft is None else _bucket(ttft / 1000.0)
-        tpot_s = (
-            _bucket(decode / 1000.0 / (completion - 1))
-            if decode is not None and completion is not None and completion > 1
-            else None
-        )
-        inputs = None if prompt is None else _bucket(prompt)
-        outputs = None if completion is None else _bucket(completion)
-        with self._lock:
-            cell = self._fast.get((model, route, outcome)) or self._cell_for(model, route, outcome)
-            cell.requests += 1
-            if inputs is not None:
-                cell.input_tokens += prompt
-                _count(cell.input, inputs)
-            if outputs is not None:
-                cell.output_tokens += completion
-                _count(cell.output, outputs)
-            if duration_s is not None:
-                _count(cell.duration, duration_s)
-            if ttft_s is not None:
-                _count(cell.ttft, ttft_s)
-            if tpot_s is not None:
-                _count(cell.tpot, tpot_s)
+        """Count a finished record in its cell (at the next fold). Cheap; never raises."""
+        queue = self._queue
+        queue.append(record)
+        # Past fold_every, fold unless another thread is folding (it drains this record
+        # too); only a queue twice as long (folds falling behind) waits, so it stays bounded.
+        if len(queue) >= self.fold_every and self._lock.acquire(
+            blocking=len(queue) >= 2 * self.fold_every
+        ):
+            try:
+                self._fold()
+            finally:
+                self._lock.release()
+
+    def _fold(self) -> None:
+        # With the lock held. Only the records queued now: later ones wait for the next.
+        queue = self._queue
+        batch = [queue.popleft() for _ in range(len(queue))]
+        if not batch:
+            return
+        models = list(map(_MODEL, batch))
+        routes = list(map(_ROUTE, batch))
+        aborted = list(map(_ABORTED, batch))
+        errors = list(map(_ERROR, batch))
+        n = len(batch)
+        if (
+            models.count(models[0]) == n
+            and routes.count(routes[0]) == n
+            and aborted.count(None) == n
+            and errors.count(None) == n
+        ):
+            # The usual batch: one model, one route, all ok.
+            self._fold_group((models[0], routes[0], OK), batch)
+            return
+        groups: dict[tuple[str | None, str | None, str], list[Record]] = {}
+        for record, model, route, abort, error in zip(
+            batch, models, routes, aborted, errors, strict=True
+        ):
+            if abort is not None:
+                outcome = ABORTED
+            elif error is not None:
+                outcome = ERROR
+            else:
+                outcome = OK
+            groups.setdefault((model, route, outcome), []).append(record)
+        # In order of first arrival: the first max_models models keep their names.
+        for key, records in groups.items():
+            self._fold_group(key, records)
+
+    def _fold_group(self, key: tuple[str | None, str | None, str], records: list[Record]) -> None:
+        try:
+            values = _measurements(records)
+        except ValueError:
+            # Someone's impossible value: find it, one record at a time.
+            for record in records:
+                try:
+                    single = _measurements([record])
+                except ValueError:
+                    self.refused += 1
+                else:
+                    _count(self._cell_for(*key), 1, single)
+            return
+        _count(self._cell_for(*key), len(records), values)
 
     def _cell_for(self, model: str | None, route: str | None, outcome: str) -> Cell:
-        # Called with the lock held, the first time a (model, route, outcome) is seen
-        # and for every request whose model or route counts as "other".
+        # With the lock held; only for a record that counts, so a refused one takes no
+        # label and leaves no empty cell.
         model_label = self._label(model or "", self._models, self.max_models)
         route_label = self._label(route or "", self._routes, self.max_routes)
         key = (model_label, route_label, outcome)
         cell = self._cells.get(key)
         if cell is None:
             cell = self._cells[key] = Cell()
-        if model_label != OTHER and route_label != OTHER:
-            self._fast[(model, route, outcome)] = cell
         return cell
 
     @staticmethod
@@ -222,13 +266,17 @@ class Breakdown:
         return OTHER
 
     def cells(self) -> dict[CellKey, Cell]:
-        """Every cell, as a consistent deep copy."""
+        """Every cell, with every record observed so far, as a consistent deep copy."""
         with self._lock:
+            self._fold()
             return {key: cell.copy() for key, cell in self._cells.items()}
 
     def to_wire(self) -> list[dict[str, Any]]:
         """The JSON-able form: one dict per cell (see ``Cell.to_wire``), sorted by key."""
-        return [cell.to_wire(key) for key, cell in sorted(self.cells().items())]
+        # Written under the lock rather than from a copy: observe() does not wait for it.
+        with self._lock:
+            self._fold()
+            return [cell.to_wire(key) for key, cell in sorted(self._cells.items())]
 
     @staticmethod
     def merge_wire(parts: Iterable[Iterable[Mapping[str, Any]]]) -> dict[CellKey, Cell]:
@@ -249,31 +297,62 @@ class Breakdown:
         return merged
 
 
-# Hot-path helpers: a bucket is computed before the lock, counted under it.
+# Folding helpers.
 
-_frexp = math.frexp
-_ceil = math.ceil
-
-
-def _bucket(value: float) -> tuple[float, int]:
-    """``(value, bucket index)``, the index -1 << 40 for zero; ``ValueError`` for a value
-    that is negative or not finite."""
-    if value > 0:
-        m, e = _frexp(value)  # ceil() raises OverflowError for inf
-        return value, e * 32 + _ceil(m * 64) - 33
-    if value == 0:
-        return 0.0, _ZERO_INDEX
-    raise ValueError(f"not a measurement: {value!r}")
+# Durations, TTFTs, TPOTs (seconds), input and output tokens (integers), each sorted.
+_Measurements = tuple[list[float], list[float], list[float], list[float], list[float]]
 
 
-_ZERO_INDEX = -(1 << 40)
+def _measurements(records: list[Record]) -> _Measurements:
+    """The records' durations, TTFTs and TPOTs (seconds) and input and output tokens,
+    each sorted for ``Distribution.add_sorted``; ``ValueError`` if one is impossible."""
+    prompts = list(filter(_PRESENT, map(_PROMPT, records)))
+    completions = list(map(_COMPLETION, records))
+    decodes = list(map(_DECODE, records))
+    try:
+        if None not in decodes and None not in completions and min(completions) > 1:
+            # The usual batch, in C: decode / 1000.0 / (completion - 1) for each.
+            tpots = list(
+                map(
+                    truediv, map(truediv, decodes, repeat(1000.0)), map(sub, completions, repeat(1))
+                )
+            )
+        else:
+            tpots = [
+                decode / 1000.0 / (completion - 1)
+                for decode, completion in zip(decodes, completions, strict=True)
+                if decode is not None and completion is not None and completion > 1
+            ]
+        durations = list(map(truediv, filter(_PRESENT, map(_DURATION, records)), repeat(1000.0)))
+        ttfts = list(map(truediv, filter(_PRESENT, map(_TTFT, records)), repeat(1000.0)))
+    except (TypeError, ArithmeticError):
+        raise ValueError("a time is not a number") from None
+    outputs = list(filter(_PRESENT, completions))
+    for tokens in (prompts, outputs):
+        # Integers only: a float's sum is a float (and a str's raises).
+        try:
+            integers = not tokens or type(sum(tokens)) is int
+        except TypeError:
+            integers = False
+        if not integers:
+            raise ValueError("a token count is not an integer")
+    # Fresh lists: sorted in place.
+    return (
+        sort_checked(durations),
+        sort_checked(ttfts),
+        sort_checked(tpots),
+        sort_checked(prompts),
+        sort_checked(outputs),
+    )
 
 
-def _count(distribution: Distribution, bucket: tuple[float, int]) -> None:
-    value, index = bucket
-    distribution.total += value
-    if index == _ZERO_INDEX:
-        distribution.zeros += 1
-    else:
-        counts = distribution.counts
-        counts[index] = counts.get(index, 0) + 1
+def _count(cell: Cell, requests: int, values: _Measurements) -> None:
+    durations, ttfts, tpots, prompts, outputs = values
+    cell.requests += requests
+    cell.input_tokens += int(sum(prompts))
+    cell.output_tokens += int(sum(outputs))
+    cell.duration.add_sorted(durations)
+    cell.ttft.add_sorted(ttfts)
+    cell.tpot.add_sorted(tpots)
+    cell.input.add_sorted(prompts)
+    cell.output.add_sorted(outputs)

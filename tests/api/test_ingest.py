@@ -142,7 +142,7 @@ def test_gauges_feed_the_last_known_values(
     ).json()
     assert (body["accepted"], body["gauges"]) == (0, "accepted")
     pool = read_client.get(f"{PREFIX}/v1/stats").json()["pool"]
-    assert pool == {"occupancy": 0.25, "queue_depth": None}
+    assert pool == {"occupancy": 0.25, "queue_depth": None, "gauges_refused": 0}
     # A report without the pool leaves it as it was; a pool of 0 is no report.
     post(
         ingest_client,
@@ -151,6 +151,7 @@ def test_gauges_feed_the_last_known_values(
     assert read_client.get(f"{PREFIX}/v1/stats").json()["pool"] == {
         "occupancy": 0.25,
         "queue_depth": 4.0,
+        "gauges_refused": 0,
     }
 
 

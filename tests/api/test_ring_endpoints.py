@@ -118,7 +118,7 @@ def test_stats_report_null_for_what_nothing_measured(
         "ttft_mean_ms": None,
         "window": {"requests": 0, "seconds": None},
     }
-    assert stats["pool"] == {"occupancy": None, "queue_depth": None}
+    assert stats["pool"] == {"occupancy": None, "queue_depth": None, "gauges_refused": 0}
     assert stats["throughput"]["decode_tps"] == 0.0  # an observed idle window is a measured 0
     assert stats["throughput"]["decode_samples"] == 0
 
@@ -137,6 +137,7 @@ def test_stats_follow_the_traffic(
     with recorder.track() as t:
         t.abort("timeout")
     recorder.observe_gauges(pool_used=3, pool_total=4)
+    recorder.observe_gauges(pool_used=5, pool_total=4)  # refused
     stats = read_client.get(f"{PREFIX}/v1/stats").json()
     requests = stats["requests"]
     assert (requests["completed"], requests["aborts"]) == (2, {"error": 1, "timeout": 1})
@@ -144,6 +145,7 @@ def test_stats_follow_the_traffic(
     assert requests["ttft_mean_ms"] == pytest.approx(200)
     assert stats["throughput"]["decode_tps"] == pytest.approx(5.0)
     assert stats["pool"]["occupancy"] == 0.75
+    assert stats["pool"]["gauges_refused"] == 1
 
 
 def test_admin_stats_is_a_ring_page_with_summaries_and_live_counters(

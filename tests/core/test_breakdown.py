@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 from typing import Any
 
@@ -125,11 +126,16 @@ def test_caps_must_be_positive_integers(bad: Any) -> None:
 
 @pytest.mark.parametrize("field", ["duration_ms", "ttft_ms"])
 @pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])
-def test_an_impossible_value_raises_before_anything_is_counted(field: str, value: float) -> None:
+def test_a_record_with_an_impossible_time_is_refused_whole(field: str, value: float) -> None:
     breakdown = Breakdown()
-    with pytest.raises((ValueError, OverflowError)):
-        breakdown.observe(record(prompt_tokens=3, **{field: value}))
-    assert breakdown.cells() == {}
+    breakdown.observe(record(prompt_tokens=3, duration_ms=1.0))
+    breakdown.observe(record(prompt_tokens=5, **{field: value}))  # never raises
+    breakdown.observe(record(prompt_tokens=7, duration_ms=2.0))
+    [cell] = breakdown.cells().values()
+    assert breakdown.refused == 1
+    # The batch's other records still count, and nothing of the refused one does.
+    assert (cell.requests, cell.input_tokens, cell.input.count) == (2, 10, 2)
+    assert cell.duration.total == 0.003
 
 
 def test_wire_is_json_and_round_trips() -> None:
@@ -182,8 +188,10 @@ def test_merge_wire_refuses_hostile_input(parts: Any, message: str) -> None:
         Breakdown.merge_wire(parts)
 
 
-def test_observe_is_thread_safe() -> None:
-    breakdown = Breakdown()
+@pytest.mark.parametrize("fold_every", [1, 7, 4096])
+def test_observe_is_thread_safe(fold_every: int) -> None:
+    # Small fold_every: the feeding threads fold (and race to) as they go.
+    breakdown = Breakdown(fold_every=fold_every)
     per_thread = 2000
 
     def feed() -> None:
@@ -242,3 +250,71 @@ def test_merging_wires_of_split_records_equals_one_breakdown_of_all(
         assert Distribution.merged(getattr(c, name) for c in merged.values()).count == sum(
             getattr(i, f"{name}_ms") is not None for i in items
         )
+
+
+@pytest.mark.parametrize("tokens", [0, 1, 2, 3, 64, 1000, 16383, 16384, 100_000, 2**40])
+def test_token_counts_share_the_distribution_buckets(tokens: int) -> None:
+    breakdown = Breakdown()
+    breakdown.observe(record(prompt_tokens=tokens, completion_tokens=tokens))
+    [cell] = breakdown.cells().values()
+    expected = Distribution()
+    expected.add(tokens)
+    assert cell.input == expected
+    assert cell.output == expected
+
+
+@pytest.mark.parametrize("tokens", [-1, 2.5, 1e9, "12"])
+def test_a_record_with_a_token_count_that_is_not_a_count_is_refused(tokens: Any) -> None:
+    breakdown = Breakdown()
+    breakdown.observe(record(prompt_tokens=tokens, duration_ms=1.0))
+    assert breakdown.cells() == {}
+    assert breakdown.refused == 1
+
+
+def test_records_are_folded_as_the_queue_reaches_fold_every() -> None:
+    breakdown = Breakdown(fold_every=3)
+    for _ in range(2):
+        breakdown.observe(record())
+    assert len(breakdown._queue) == 2
+    breakdown.observe(record())
+    assert len(breakdown._queue) == 0
+    breakdown.observe(record())
+    assert [cell.requests for cell in breakdown.cells().values()] == [4]
+    assert len(breakdown._queue) == 0
+
+
+def test_labels_go_to_the_first_models_in_arrival_order_within_a_batch() -> None:
+    breakdown = Breakdown(max_models=2)
+    for model, error in [("c", "E"), ("a", None), ("b", None), ("c", None)]:
+        breakdown.observe(record(model=model, error=error))
+    assert sorted(breakdown.cells()) == [
+        ("a", "/v1/chat/completions", "ok"),
+        ("c", "/v1/chat/completions", "error"),
+        ("c", "/v1/chat/completions", "ok"),
+        (OTHER, "/v1/chat/completions", "ok"),
+    ]
+
+
+hostile_records = st.builds(
+    Record,
+    model=st.sampled_from(["a", "b"]),
+    prompt_tokens=st.none() | st.integers(-2, 10_000),
+    completion_tokens=st.none() | st.integers(0, 10_000) | st.just(2.5),
+    duration_ms=st.none() | st.floats(0, 1e6) | st.sampled_from([-1.0, math.nan, math.inf]),
+    decode_ms=st.none() | st.floats(0, 1e6),
+    error=st.none() | st.just("E"),
+)
+
+
+@pytest.mark.parametrize("fold_every", [1, 2, 5, 4096])
+@given(items=st.lists(records | hostile_records, max_size=30))
+def test_folding_in_batches_of_any_size_counts_the_same(
+    fold_every: int, items: list[Record]
+) -> None:
+    one_by_one = Breakdown(fold_every=1)
+    batched = Breakdown(fold_every=fold_every)
+    for item in items:
+        one_by_one.observe(item)
+        batched.observe(item)
+    assert comparable(batched.cells()) == comparable(one_by_one.cells())
+    assert batched.refused == one_by_one.refused

@@ -247,3 +247,27 @@ def test_from_wire_accepts_ints_for_the_sum_and_skips_empty_buckets() -> None:
     assert distribution.counts == {31: 1}
     assert distribution.total == 3.0
     assert Distribution.from_wire(good_wire()).count == 3
+
+
+@given(value_lists)
+def test_add_many_counts_as_adding_one_by_one(items: list[float]) -> None:
+    many = Distribution()
+    many.add_many(items)
+    assert same(many, of(items))
+
+
+def test_add_many_takes_deep_subnormals_one_by_one() -> None:
+    items = [math.ulp(0.0) * k for k in (1, 2, 3, 5, 7, 64, 65)] + [2.0**-1060, 1.0]
+    many = Distribution()
+    many.add_many(items)
+    assert many == of(items)
+
+
+@pytest.mark.parametrize(
+    "items", [[1.0, -1.0], [1.0, math.nan], [math.inf], [1.7e308, 1.7e308], [1, "2"], [10**400]]
+)
+def test_add_many_counts_all_or_nothing(items: list[Any]) -> None:
+    distribution = of([3.0])
+    with pytest.raises(ValueError, match="finite"):
+        distribution.add_many(items)
+    assert distribution == of([3.0])

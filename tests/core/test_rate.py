@@ -24,6 +24,16 @@ def test_lone_sample_at_now_is_floored_at_min_span_not_exploded() -> None:
     assert reading.span_s == 1.0
 
 
+def test_a_reading_states_the_amount_it_divided() -> None:
+    # Readings of several processes combine as amounts over spans, never as rates.
+    window = RateWindow(5.0)
+    window.observe(10.0, 6)
+    window.observe(12.0, 4)
+    reading = window.reading(14.0)
+    assert (reading.amount, reading.span_s, reading.per_second) == (10, 4.0, 2.5)
+    assert window.reading(30.0).amount == 0.0
+
+
 def test_rate_divides_by_span_observed_not_window_length() -> None:
     window = RateWindow(5.0)
     for tick in range(10):  # 5 tokens every 0.1 s from t=0: 50 tok/s
