@@ -31,7 +31,7 @@ from .archive.export import csv_lines
 from .archive.paginator import CappedCountPaginator
 from .archive.rows import datetime_to_at_ms, record_from_values
 from .core.requests import Record, decode_tps, itl_ms
-from .models import ApiToken, DeadLetter, FinishedRequest
+from .models import ApiToken, DeadLetter, FinishedRequest, Instance
 
 # What a value nothing measured reads as (None is "not measured", never 0).
 EMPTY = "—"
@@ -326,6 +326,47 @@ class DeadLetterAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[type-a
         return format_html("<pre>{}</pre>", json.dumps(obj.payload, indent=2, sort_keys=True))
 
 
+class InstanceAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[type-arg]
+    """Each recorder's last heartbeat; the state is judged now, as ``v1/fleet`` does."""
+
+    list_display = ("instance", "host", "pid", "fleet_state", "last_seen")
+    list_filter = ("stopped",)
+    search_fields = ("instance__exact", "host__exact")
+    search_help_text = gettext_lazy("Exact instance id or host.")
+    ordering = ("-last_seen", "instance")
+    list_per_page = 100
+    fields = (
+        "instance",
+        "replica",
+        "host",
+        "pid",
+        "started_at",
+        "last_seen",
+        "heartbeat_s",
+        "stopped",
+        "state_pretty",
+    )
+    readonly_fields = ("state_pretty",)
+
+    @admin.display(description=gettext_lazy("state"))
+    def fleet_state(self, obj: Instance) -> str:
+        from .conf import conf
+        from .fleet import instance_state
+
+        now_ms = datetime_to_at_ms(timezone.now())
+        return instance_state(
+            datetime_to_at_ms(obj.last_seen),
+            obj.heartbeat_s,
+            obj.stopped,
+            now_ms,
+            conf.INSTANCE_LOST_S,
+        )
+
+    @admin.display(description=gettext_lazy("state document"))
+    def state_pretty(self, obj: Instance) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(obj.state, indent=2, sort_keys=True))
+
+
 class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Tokens are issued here (the secret is shown once, on the page that answers the
     form, never in a message) and revoked; never edited. The issuing user owns them."""
@@ -437,6 +478,7 @@ def register(site: admin.AdminSite) -> None:
     """
     site.register(FinishedRequest, FinishedRequestAdmin)
     site.register(DeadLetter, DeadLetterAdmin)
+    site.register(Instance, InstanceAdmin)
     site.register(ApiToken, ApiTokenAdmin)
 
 

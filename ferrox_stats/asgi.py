@@ -178,11 +178,11 @@ def _path_info(path: str, script_name: str) -> str:
 
 
 async def shut_down() -> None:
-    """Drain the archive queue (within ARCHIVE_SHUTDOWN_DEADLINE_S) and close the
-    pass-through's upstream connections."""
-    close = getattr(live.get_recorder().sink, "close", None)
-    if callable(close):
-        await asyncio.to_thread(close)
+    """Drain the archive queue (within ARCHIVE_SHUTDOWN_DEADLINE_S), write the
+    heartbeat's clean-shutdown mark, and close the pass-through's upstream connections."""
+    # live.shutdown closes the sink, then stops the heartbeat; a process that never
+    # recorded has nothing to stop (and builds no recorder here).
+    await asyncio.to_thread(live.shutdown)
     # Clients exist only if the pass-through ran (it needs httpx, the [proxy] extra).
     clients = sys.modules.get("ferrox_stats.proxy.clients")
     if clients is not None:

@@ -34,9 +34,15 @@ POSITIVE_SECONDS = (
     "ARCHIVE_FLUSH_INTERVAL_S",
     "ARCHIVE_RETRY_MAX_S",
     "ARCHIVE_SHUTDOWN_DEADLINE_S",
+    "INSTANCE_LOST_S",
+    "INSTANCE_KEEP_S",
     "PROXY_CONNECT_TIMEOUT_S",
     "PROXY_READ_TIMEOUT_S",
 )
+
+# The most models LABEL_MAX_MODELS may name apart: each multiplies the breakdown's
+# cells (by routes and outcomes), which every heartbeat and /metrics scrape carries.
+LABEL_MAX_MODELS_LIMIT = 1000
 
 # The endpoints PUBLIC_ENDPOINTS may name (each view's ``endpoint_name``); ``ingest``
 # is never public.
@@ -49,6 +55,7 @@ PUBLIC_NAMES = (
     "history_export",
     "schema",
     "docs",
+    "fleet",
 )
 
 
@@ -201,6 +208,7 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
     for name, meaning in (
         ("GAUGE_MAX_AGE_S", "keeps the last report forever"),
         ("RETENTION_DAYS", "keeps the archive forever"),
+        ("HEARTBEAT_S", "publishes no heartbeat"),
     ):
         value = values[name]
         if value is not None and not _positive_number(value):
@@ -211,6 +219,20 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                     id="ferrox_stats.E005",
                 )
             )
+
+    max_models = values["LABEL_MAX_MODELS"]
+    if not (_positive_int(max_models) and max_models <= LABEL_MAX_MODELS_LIMIT):
+        errors.append(
+            Error(
+                "FERROX_STATS['LABEL_MAX_MODELS'] must be a positive integer no larger "
+                f"than {LABEL_MAX_MODELS_LIMIT}.",
+                hint=f"Got {max_models!r}; the default is {DEFAULTS['LABEL_MAX_MODELS']!r}. "
+                "Each model multiplies the label set every heartbeat and scrape carries.",
+                id="ferrox_stats.E080",
+            )
+        )
+
+    errors.extend(_check_heartbeat_ages(values))
 
     replica = values["REPLICA"]
     if replica is not None and not (isinstance(replica, str) and replica.strip()):
@@ -382,6 +404,36 @@ def _check_throttle_rates(rates: Any) -> list[CheckMessage]:
                         id="ferrox_stats.E012",
                     )
                 )
+    return messages
+
+
+def _check_heartbeat_ages(values: Mapping[str, Any]) -> list[CheckMessage]:
+    """The liveness thresholds in the order the states need: live, then stale, then lost,
+    then pruned. (Each value's own type is E004/E005's to report.)"""
+    heartbeat, lost, keep = (
+        values["HEARTBEAT_S"],
+        values["INSTANCE_LOST_S"],
+        values["INSTANCE_KEEP_S"],
+    )
+    messages: list[CheckMessage] = []
+    if _positive_number(heartbeat) and _positive_number(lost) and lost <= 3 * heartbeat:
+        messages.append(
+            Error(
+                "FERROX_STATS['INSTANCE_LOST_S'] must exceed 3 * HEARTBEAT_S.",
+                hint=f"Got HEARTBEAT_S={heartbeat!r}, INSTANCE_LOST_S={lost!r}: an instance "
+                "is live for 3 heartbeats, so a smaller value would call a live one lost.",
+                id="ferrox_stats.E060",
+            )
+        )
+    if _positive_number(lost) and _positive_number(keep) and keep < lost:
+        messages.append(
+            Error(
+                "FERROX_STATS['INSTANCE_KEEP_S'] must be at least INSTANCE_LOST_S.",
+                hint=f"Got INSTANCE_LOST_S={lost!r}, INSTANCE_KEEP_S={keep!r}: a crashed "
+                "instance's row would be deleted before it is ever shown lost.",
+                id="ferrox_stats.E061",
+            )
+        )
     return messages
 
 

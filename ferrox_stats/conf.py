@@ -24,6 +24,9 @@ DEFAULTS: dict[str, Any] = {
     # Seconds after which a gauge only some reports carry (pool occupancy, queue
     # depth) reads null again; None keeps the last report forever.
     "GAUGE_MAX_AGE_S": 60.0,
+    # Models named apart in the per-label breakdown (heartbeats, /metrics), at most;
+    # later ones count as "other", so clients cannot grow the label set without bound.
+    "LABEL_MAX_MODELS": 20,
     # The name this process records as ``replica``; None means the host name.
     "REPLICA": None,
     # Dotted path of a callable taking ``instance=`` and returning the sink finished
@@ -41,13 +44,22 @@ DEFAULTS: dict[str, Any] = {
     "ARCHIVE_RETRY_MAX_S": 30.0,
     # Seconds the queue may take to drain when the process exits.
     "ARCHIVE_SHUTDOWN_DEADLINE_S": 10.0,
+    # Seconds between this process's heartbeats: its state document, upserted into the
+    # archive's database (GET v1/fleet reads them) and written for the host's /metrics.
+    # None: no heartbeat thread (the process is then absent from the fleet).
+    "HEARTBEAT_S": 2.0,
+    # Seconds without a heartbeat after which an instance that did not stop cleanly
+    # counts as lost (before that, past 3 heartbeats, it is stale).
+    "INSTANCE_LOST_S": 30.0,
+    # Seconds a stopped or lost instance's row is kept before the heartbeats delete it.
+    "INSTANCE_KEEP_S": 86400.0,
     # Days finished requests are kept; None keeps them forever.
     "RETENTION_DAYS": 30,
     # Rows one prune statement deletes at most.
     "PRUNE_BATCH_SIZE": 5000,
     # API endpoints anyone may read without credentials, by name: "requests",
     # "stats", "admin_stats", "history", "history_detail", "history_export",
-    # "schema", "docs". Everything else needs a staff session or a token.
+    # "schema", "docs", "fleet". Everything else needs a staff session or a token.
     "PUBLIC_ENDPOINTS": [],
     # Whether the host project's own drf-spectacular schema describes the app's API
     # (prefixed names, the "ferrox_stats" tag). False: only the app's schema does.
@@ -134,6 +146,10 @@ class Settings:
         return None if value is None else float(value)
 
     @property
+    def LABEL_MAX_MODELS(self) -> int:
+        return int(self._get("LABEL_MAX_MODELS"))
+
+    @property
     def REPLICA(self) -> str:
         value = self._get("REPLICA")
         return str(value) if value else socket.gethostname()
@@ -166,6 +182,19 @@ class Settings:
     @property
     def ARCHIVE_SHUTDOWN_DEADLINE_S(self) -> float:
         return float(self._get("ARCHIVE_SHUTDOWN_DEADLINE_S"))
+
+    @property
+    def HEARTBEAT_S(self) -> float | None:
+        value = self._get("HEARTBEAT_S")
+        return None if value is None else float(value)
+
+    @property
+    def INSTANCE_LOST_S(self) -> float:
+        return float(self._get("INSTANCE_LOST_S"))
+
+    @property
+    def INSTANCE_KEEP_S(self) -> float:
+        return float(self._get("INSTANCE_KEEP_S"))
 
     @property
     def RETENTION_DAYS(self) -> float | None:

@@ -19,6 +19,7 @@ cancellation, ``GeneratorExit`` (the client went away mid-stream) or
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -26,12 +27,16 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from .core.breakdown import Breakdown
 from .core.rate import LastKnown, gauge_problem, pool_occupancy
 from .core.requests import Record, Stats, Summary
 from .core.serving import ServingSnapshot, ServingStats
 from .tracker import DISCONNECT_EXCEPTIONS, ClientDisconnected, Tracker
+
+if TYPE_CHECKING:
+    from .heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +49,7 @@ __all__ = [
     "Recorder",
     "SystemClock",
     "Tracker",
+    "current_heartbeat",
     "get_recorder",
     "reset",
     "shutdown",
@@ -113,6 +119,8 @@ class Recorder:
         sample_cap: int = 4096,
         min_span_s: float = 1.0,
         gauge_max_age_s: float | None = 60.0,
+        max_models: int = 20,
+        max_routes: int = 20,
         replica: str = "local",
         clock: Clock | None = None,
         sink: RecordSink | None = None,
@@ -123,6 +131,9 @@ class Recorder:
         self.instance = instance or new_instance_id(replica)
         self.serving = ServingStats(window_s, sample_cap, min_span_s)
         self.stats = Stats(capacity, max_page, self.instance)
+        # Per (model, route, outcome) distributions: what heartbeats and /metrics publish.
+        self.breakdown = Breakdown(max_models=max_models, max_routes=max_routes)
+        self.breakdown_errors = 0  # records the breakdown refused (a bug, not a request's)
         self.pool_occupancy: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.queue_depth: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.gauges_refused = 0  # gauge reports ignored as impossible
@@ -130,6 +141,7 @@ class Recorder:
         self.sink = sink
         self.sink_errors = 0
         self.started_at = self.clock.monotonic()
+        self.started_ms = self.clock.wall_ms()
 
     def track(
         self,
@@ -180,6 +192,7 @@ class Recorder:
         surrogate (which nothing could encode) by U+FFFD (``core.requests.encodable``).
         """
         seq = self.stats.record(record)
+        self._observe(record)
         sink = self.sink
         if sink is not None:
             try:
@@ -205,7 +218,21 @@ class Recorder:
         self.serving.observe_tokens(
             self.clock.monotonic(), record.prompt_tokens or 0, record.completion_tokens or 0
         )
+        self._observe(record)
         return self.stats.record(record)
+
+    def _observe(self, record: Record) -> None:
+        try:
+            self.breakdown.observe(record)
+        except Exception:
+            # A record the breakdown cannot count (a negative or infinite time from a
+            # host's own Record) must not fail the request that finished.
+            self.breakdown_errors += 1
+            if self.breakdown_errors == 1:
+                logger.exception(
+                    "ferrox_stats: a record could not be counted in the breakdown (later "
+                    "ones are only counted, in Recorder.breakdown_errors)"
+                )
 
     def snapshot(self) -> LiveSnapshot:
         now = self.clock.monotonic()
@@ -229,6 +256,8 @@ _lock = threading.Lock()
 _recorder: Recorder | None = None
 _recorder_pid: int | None = None
 _clock_override: Clock | None = None
+_heartbeat: Heartbeat | None = None  # the recorder's publisher, when it has one
+_exit_hooked = False
 
 
 def _build(clock: Clock | None) -> Recorder:
@@ -252,7 +281,9 @@ def _build(clock: Clock | None) -> Recorder:
             "%s\nRecording in memory only, with the defaults, until the settings are fixed.",
             describe(errors),
         )
-        return Recorder(replica=replica, clock=clock)
+        recorder = Recorder(replica=replica, clock=clock)
+        _start_heartbeat(recorder)  # none without a sink: forgets a previous one
+        return recorder
     instance = new_instance_id(replica)
     sink: RecordSink | None = None
     if conf.ARCHIVE_SINK:
@@ -265,13 +296,14 @@ def _build(clock: Clock | None) -> Recorder:
                 conf.ARCHIVE_SINK,
             )
     try:
-        return Recorder(
+        recorder = Recorder(
             capacity=conf.RING_CAPACITY,
             max_page=conf.MAX_PAGE,
             window_s=conf.RATE_WINDOW_S,
             sample_cap=conf.RATE_SAMPLE_CAP,
             min_span_s=conf.RATE_MIN_SPAN_S,
             gauge_max_age_s=conf.GAUGE_MAX_AGE_S,
+            max_models=conf.LABEL_MAX_MODELS,
             replica=replica,
             clock=clock,
             sink=sink,
@@ -281,7 +313,59 @@ def _build(clock: Clock | None) -> Recorder:
         # Settings the checks let through and the core still refuses: a bug of ours,
         # which the host's requests must not pay for.
         logger.exception("ferrox_stats: recording in memory only, with the defaults")
-        return Recorder(capacity=DEFAULTS["RING_CAPACITY"], replica=replica, clock=clock, sink=sink)
+        recorder = Recorder(
+            capacity=DEFAULTS["RING_CAPACITY"], replica=replica, clock=clock, sink=sink
+        )
+    _start_heartbeat(recorder)
+    return recorder
+
+
+def _start_heartbeat(recorder: Recorder) -> None:
+    """Start the recorder's heartbeat thread (``heartbeat.py``), if it has one.
+
+    Only a recorder with an archive sink heartbeats: the heartbeat is written to the
+    archive's database, and ``ARCHIVE_SINK = None`` says this process keeps everything
+    in memory. ``HEARTBEAT_S = None`` turns it off too. The thread starts here, with
+    the recorder (lazily, so after any fork); its ticks never run on a request thread.
+    """
+    global _heartbeat, _exit_hooked
+    from .conf import conf
+
+    _heartbeat = None
+    try:
+        interval = conf.HEARTBEAT_S
+        if recorder.sink is None or interval is None:
+            return
+        from .heartbeat import Heartbeat
+
+        _heartbeat = Heartbeat(
+            recorder,
+            interval_s=interval,
+            using=conf.ARCHIVE_DATABASE,
+            keep_s=conf.INSTANCE_KEEP_S,
+        )
+        _heartbeat.start()
+    except Exception:
+        logger.exception(
+            "ferrox_stats: the heartbeat could not start; this process is not in the fleet"
+        )
+        return
+    if not _exit_hooked:
+        # A process that exits through the interpreter (gunicorn's sync workers on
+        # SIGTERM) leaves its clean-shutdown mark too. Registered after nothing of the
+        # sink's, so it runs after the sink's own atexit drain (LIFO) or closes it itself.
+        atexit.register(_at_exit)
+        _exit_hooked = True
+
+
+def current_heartbeat() -> Heartbeat | None:
+    """This process's heartbeat publisher, if its recorder has one (tests, benches)."""
+    return _heartbeat if _recorder_pid == os.getpid() else None
+
+
+def _at_exit() -> None:
+    # Inherited by forked children: ``_stop`` acts only on this process's own recorder.
+    shutdown(flush=True)
 
 
 def get_recorder() -> Recorder:
@@ -303,8 +387,8 @@ def reset(clock: Clock | None = None, *, flush: bool = False) -> Recorder:
 
     The old recorder's archive writer is stopped first (its thread joined, its database
     connection closed): what it still queues is written with ``flush=True`` and
-    dropped otherwise. ``clock`` is used by this and every later rebuild until the
-    next ``reset()``.
+    dropped otherwise; its heartbeat then writes its last, stopped, heartbeat.
+    ``clock`` is used by this and every later rebuild until the next ``reset()``.
     """
     global _recorder, _recorder_pid, _clock_override
     with _lock:
@@ -318,7 +402,8 @@ def reset(clock: Clock | None = None, *, flush: bool = False) -> Recorder:
 def shutdown(*, flush: bool = True) -> None:
     """Stop this process's recorder, if it has one: its archive writer stops (writing
     what is queued with ``flush``, dropping it without) and holds no database
-    connection any more. The next ``track()`` builds a new recorder."""
+    connection any more; then its heartbeat writes the clean-shutdown mark with the
+    archive's final counts. The next ``track()`` builds a new recorder."""
     global _recorder, _recorder_pid
     with _lock:
         _stop(flush)
@@ -327,7 +412,8 @@ def shutdown(*, flush: bool = True) -> None:
 
 
 def _stop(flush: bool) -> None:
-    # A recorder inherited through fork() is the parent's: its thread is not here.
+    global _heartbeat
+    # A recorder inherited through fork() is the parent's: its threads are not here.
     if _recorder is None or _recorder_pid != os.getpid():
         return
     close = getattr(_recorder.sink, "close", None)
@@ -336,6 +422,11 @@ def _stop(flush: bool) -> None:
             close() if flush else close(drain=False)
         except Exception:
             logger.warning("ferrox_stats: the archive sink failed to close", exc_info=True)
+    # After the sink closed: the last heartbeat carries its final accounting (what was
+    # dropped at shutdown included) and the clean-shutdown mark.
+    heartbeat, _heartbeat = _heartbeat, None
+    if heartbeat is not None:
+        heartbeat.stop()
 
 
 def track(

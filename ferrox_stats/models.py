@@ -290,3 +290,40 @@ class ApiToken(models.Model):
         """Neither revoked nor expired at ``now`` (what ``active`` filters on, less the
         owner, whose state is the database's)."""
         return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
+
+
+class Instance(models.Model):
+    """One recorder's last heartbeat: who it is, when it last spoke, its state document.
+
+    One row per recorder (process epoch), written only by that process's heartbeat
+    thread (``heartbeat.py``) with one upsert per tick, and read by ``fleet.py``.
+    Whether it is live, stale, lost or stopped is computed by readers from
+    ``last_seen``, ``heartbeat_s`` and ``stopped``; nothing else updates the row.
+    """
+
+    # ``live.new_instance_id``: replica/pid/epoch, so a reused pid is another row.
+    instance = models.CharField(max_length=255, primary_key=True)
+    replica = models.CharField(max_length=200)
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    # The heartbeat's own wall time (the process's clock), not the database's.
+    last_seen = models.DateTimeField()
+    # The interval it promised: readers judge its age against this, not their own.
+    heartbeat_s = models.FloatField()
+    # The clean-shutdown mark: its last heartbeat, written after the archive closed.
+    stopped = models.BooleanField(default=False)
+    # ``state.process_state``: counters, rate windows, distributions, archive accounting.
+    state = models.JSONField()
+
+    class Meta:
+        verbose_name = _("instance")
+        verbose_name_plural = _("instances")
+        ordering = ("-last_seen", "instance")
+        indexes = [
+            # Newest first for the fleet, and the publisher's prune of old rows.
+            models.Index(fields=["last_seen"], name="ferrox_instance_last_seen"),
+        ]
+
+    def __str__(self) -> str:
+        return self.instance

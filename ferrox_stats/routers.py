@@ -1,9 +1,10 @@
 """Keeping the app's tables on their own database: ``TelemetryRouter``.
 
 Add it to ``DATABASE_ROUTERS`` and name the alias in
-``FERROX_STATS['ARCHIVE_DATABASE']``: the archive, its dead letters and the API tokens
-are then read, written and migrated only there, and the default database gets none
-of the app's tables. The host's own apps are left to the host's other routers.
+``FERROX_STATS['ARCHIVE_DATABASE']``: the archive, its dead letters, the API tokens
+and the instances' heartbeats are then read, written and migrated only there, and the
+default database gets none of the app's tables. The host's own apps are left to the
+host's other routers.
 """
 
 from __future__ import annotations

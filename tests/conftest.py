@@ -41,6 +41,17 @@ def recorder(clock: FakeClock) -> Iterator[live.Recorder]:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_fleet_cache() -> Iterator[None]:
+    """Every test computes its own fleet document: the cache is keyed on a clock that
+    each test's FakeClock starts at the same reading."""
+    from ferrox_stats import fleet
+
+    fleet.reset()
+    yield
+    fleet.reset()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_auth_failures() -> Iterator[None]:
     """Every test starts with no failed authentications counted: the suite sends bad keys
     from 127.0.0.1 often, and its order is random."""

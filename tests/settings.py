@@ -60,5 +60,7 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"
 
-# Tests build archive writers explicitly; the recorder keeps records in memory.
-FERROX_STATS = {"REPLICA": "test-replica", "ARCHIVE_SINK": None}
+# Tests build archive writers and heartbeats explicitly; the recorder keeps records in
+# memory (HEARTBEAT_S None: a test that turns the archive on gets no heartbeat thread
+# writing rows behind the other tests' backs unless it asks for one).
+FERROX_STATS = {"REPLICA": "test-replica", "ARCHIVE_SINK": None, "HEARTBEAT_S": None}

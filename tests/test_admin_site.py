@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import path, reverse
 
 from ferrox_stats import admin as stats_admin
-from ferrox_stats.models import ApiToken, DeadLetter, FinishedRequest
+from ferrox_stats.models import ApiToken, DeadLetter, FinishedRequest, Instance
 
 from .factories import archive, make_record
 
@@ -37,6 +37,7 @@ def test_register_puts_every_model_admin_on_the_given_site() -> None:
         FinishedRequest: stats_admin.FinishedRequestAdmin,
         DeadLetter: stats_admin.DeadLetterAdmin,
         ApiToken: stats_admin.ApiTokenAdmin,
+        Instance: stats_admin.InstanceAdmin,
     }
     # The default site keeps its own registrations.
     assert isinstance(admin.site._registry[FinishedRequest], stats_admin.FinishedRequestAdmin)

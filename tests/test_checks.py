@@ -83,6 +83,8 @@ def test_max_page_equal_to_the_ring_is_fine(settings: Any) -> None:
         {"TOKEN_STALE_S": -1},
         {"TOKEN_STALE_S": "300"},
         {"TOKEN_STALE_S": float("inf")},
+        {"INSTANCE_LOST_S": 0},
+        {"INSTANCE_KEEP_S": "86400"},
         {"PROXY_CONNECT_TIMEOUT_S": 0},
         {"PROXY_READ_TIMEOUT_S": None},
     ],
@@ -91,15 +93,53 @@ def test_e004_durations_are_positive_seconds(settings: Any, value: Any) -> None:
     assert ids(settings, value) == ["ferrox_stats.E004"]
 
 
-@pytest.mark.parametrize("key", ["GAUGE_MAX_AGE_S", "RETENTION_DAYS"])
+@pytest.mark.parametrize("key", ["GAUGE_MAX_AGE_S", "RETENTION_DAYS", "HEARTBEAT_S"])
 @pytest.mark.parametrize("value", [0, -5, "60"])
 def test_e005_ages_are_positive_or_none(settings: Any, key: str, value: Any) -> None:
     assert ids(settings, {key: value}) == ["ferrox_stats.E005"]
 
 
-@pytest.mark.parametrize("key", ["GAUGE_MAX_AGE_S", "RETENTION_DAYS"])
+@pytest.mark.parametrize("value", [0, -1, 2.5, "20", True, None, 1001])
+def test_e080_label_max_models_is_a_bounded_positive_integer(settings: Any, value: Any) -> None:
+    assert ids(settings, {"LABEL_MAX_MODELS": value}) == ["ferrox_stats.E080"]
+
+
+@pytest.mark.parametrize("value", [1, 1000])
+def test_label_max_models_bounds_are_fine(settings: Any, value: int) -> None:
+    assert ids(settings, {"LABEL_MAX_MODELS": value}) == []
+
+
+@pytest.mark.parametrize("key", ["GAUGE_MAX_AGE_S", "RETENTION_DAYS", "HEARTBEAT_S"])
 def test_ages_of_none_mean_forever(settings: Any, key: str) -> None:
     assert ids(settings, {key: None}) == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"INSTANCE_LOST_S": 6.0},  # 3 default heartbeats: a live instance would read lost
+        {"HEARTBEAT_S": 10, "INSTANCE_LOST_S": 30},
+    ],
+)
+def test_e060_an_instance_is_lost_only_after_it_missed_three_heartbeats(
+    settings: Any, value: Any
+) -> None:
+    assert ids(settings, value) == ["ferrox_stats.E060"]
+
+
+def test_e061_a_lost_instance_is_kept_at_least_until_it_reads_lost(settings: Any) -> None:
+    assert ids(settings, {"INSTANCE_LOST_S": 60, "INSTANCE_KEEP_S": 59}) == ["ferrox_stats.E061"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"HEARTBEAT_S": None, "INSTANCE_LOST_S": 1.0, "INSTANCE_KEEP_S": 1.0},
+        {"HEARTBEAT_S": 0.5, "INSTANCE_LOST_S": 1.6},
+    ],
+)
+def test_heartbeat_thresholds_in_order_pass(settings: Any, value: Any) -> None:
+    assert ids(settings, value) == []
 
 
 @pytest.mark.parametrize("value", ["", "  ", 7])

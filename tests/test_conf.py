@@ -14,12 +14,19 @@ def test_defaults_apply_without_the_setting(settings: Any) -> None:
     assert conf.MAX_PAGE == 256
     assert conf.RATE_WINDOW_S == 5.0
     assert conf.GAUGE_MAX_AGE_S == 60.0
+    assert conf.LABEL_MAX_MODELS == 20
     assert conf.ARCHIVE_SINK == "ferrox_stats.archive.writer.from_settings"
     assert conf.REPLICA == socket.gethostname()
 
 
 def test_a_changed_setting_is_seen_at_once(settings: Any) -> None:
-    settings.FERROX_STATS = {"RING_CAPACITY": 16, "GAUGE_MAX_AGE_S": None, "REPLICA": "r1"}
+    settings.FERROX_STATS = {
+        "RING_CAPACITY": 16,
+        "GAUGE_MAX_AGE_S": None,
+        "REPLICA": "r1",
+        "LABEL_MAX_MODELS": 3,
+    }
     assert conf.RING_CAPACITY == 16
+    assert conf.LABEL_MAX_MODELS == 3
     assert conf.GAUGE_MAX_AGE_S is None
     assert conf.REPLICA == "r1"

@@ -253,6 +253,35 @@ def test_a_broken_sink_never_fails_the_request(clock: FakeClock) -> None:
     assert recorder.stats.recorded_total == 1
 
 
+def test_finished_and_ingested_records_feed_the_breakdown(
+    recorder: live.Recorder, clock: FakeClock
+) -> None:
+    with recorder.track(route="/v1/completions", model="m") as t:
+        clock.advance(0.5)
+        t.finish(status=200, prompt_tokens=4)
+    recorder.ingested(Record(route="/v1/completions", model="m", error="E", duration_ms=250.0))
+    cells = recorder.breakdown.cells()
+    assert {key: cell.requests for key, cell in cells.items()} == {
+        ("m", "/v1/completions", "ok"): 1,
+        ("m", "/v1/completions", "error"): 1,
+    }
+    assert cells["m", "/v1/completions", "ok"].duration.total == 0.5
+    assert cells["m", "/v1/completions", "error"].duration.count_at_most(0.25) == 1
+
+
+def test_a_record_the_breakdown_refuses_is_counted_logged_once_never_raised(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = live.Recorder(clock=clock)
+    with caplog.at_level(logging.WARNING, logger="ferrox_stats.live"):
+        for _ in range(2):
+            recorder.finished(Record(duration_ms=-1.0))
+    assert (recorder.breakdown_errors, recorder.stats.recorded_total) == (2, 2)
+    assert recorder.breakdown.cells() == {}
+    [logged] = caplog.records
+    assert "breakdown" in logged.getMessage()
+
+
 def test_gauges_read_none_until_reported_and_after_their_max_age(
     recorder: live.Recorder, clock: FakeClock
 ) -> None:
@@ -309,10 +338,12 @@ def test_the_recorder_is_built_from_settings(settings: object, clock: FakeClock)
         "MAX_PAGE": 4,
         "RATE_WINDOW_S": 2.0,
         "REPLICA": "gpu-7",
+        "LABEL_MAX_MODELS": 3,
     }
     recorder = live.reset(clock)
     try:
         assert recorder.stats.ring.capacity == 8
+        assert recorder.breakdown.max_models == 3
         assert recorder.stats.max_page == 4
         assert recorder.serving.decode.window_s == 2.0
         assert recorder.replica == "gpu-7"
@@ -366,6 +397,10 @@ def test_eight_threads_of_tracked_requests_keep_every_counter_exact() -> None:
     assert snapshot.prompt_tokens_total == 2 * total
     assert snapshot.completion_tokens_total == total
     assert recorder.stats.recorded_total == total
+    cells = recorder.breakdown.cells()
+    assert sum(cell.requests for cell in cells.values()) == total
+    assert sum(cell.input_tokens for cell in cells.values()) == 2 * total
+    assert {model for model, _, _ in cells} == {f"m{w}" for w in range(threads)}
 
 
 # -- telemetry never raises into the host's code ------------------------------------------

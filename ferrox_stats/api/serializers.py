@@ -195,6 +195,86 @@ class IngestResultSerializer(S.Serializer):
     gauges = S.CharField(allow_null=True, help_text="accepted, a reason, or null if none sent.")
 
 
+class QuantilesSerializer(S.Serializer):
+    count = S.IntegerField(help_text="Values in the merged distribution.")
+    p50 = S.FloatField(allow_null=True)
+    p95 = S.FloatField(allow_null=True)
+    p99 = S.FloatField(allow_null=True)
+
+
+class FleetLatencySerializer(S.Serializer):
+    duration_s = QuantilesSerializer(help_text="Arrival to end, seconds.")
+    ttft_s = QuantilesSerializer(help_text="Arrival to first token, seconds.")
+    tpot_s = QuantilesSerializer(help_text="Time per output token after the first, seconds.")
+
+
+class FleetArchiveSerializer(S.Serializer):
+    accepted = S.IntegerField()
+    persisted = S.IntegerField()
+    pending = S.IntegerField()
+    dropped = S.DictField(child=S.IntegerField(), help_text="Count by reason.")
+    dead_lettered = S.IntegerField()
+
+
+class FleetTotalsSerializer(S.Serializer):
+    instances = S.IntegerField(help_text="Instances summed: the live ones (or the one asked).")
+    active = S.IntegerField()
+    completed = S.IntegerField()
+    aborts = S.DictField(child=S.IntegerField(), help_text="Count by abort reason.")
+    prompt_tokens_total = S.IntegerField()
+    completion_tokens_total = S.IntegerField()
+    decode_tps = S.FloatField(help_text="Summed amounts over the longest window span.")
+    prefill_tps = S.FloatField()
+    window_s = S.FloatField()
+    latency = FleetLatencySerializer(
+        help_text="Percentiles of the distributions merged bucket by bucket."
+    )
+    archive = FleetArchiveSerializer(allow_null=True)
+
+
+class FleetInstanceSerializer(S.Serializer):
+    instance = S.CharField(help_text="replica/pid/epoch.")
+    replica = S.CharField()
+    host = S.CharField()
+    pid = S.IntegerField()
+    started_ms = S.IntegerField()
+    uptime_s = S.FloatField(help_text="At its last heartbeat.")
+    last_seen_ms = S.IntegerField(help_text="Epoch ms of its last heartbeat (its clock).")
+    age_s = S.FloatField()
+    state = NamedChoiceField(
+        choices=["live", "stale", "lost", "stopped"], component_name="InstanceState"
+    )
+    active = S.IntegerField()
+    completed = S.IntegerField()
+    decode_tps = S.FloatField()
+    prefill_tps = S.FloatField()
+    pending = S.IntegerField(allow_null=True, help_text="Queued for the archive; null: no archive.")
+    dropped = S.DictField(child=S.IntegerField(), help_text="Not archived, by reason.")
+    not_archived = S.IntegerField(
+        allow_null=True,
+        help_text="Lost only: up to this many records never archived (pending at its last "
+        "heartbeat), plus any finished after it.",
+    )
+
+
+class FleetLostSerializer(S.Serializer):
+    instance = S.CharField()
+    last_seen_ms = S.IntegerField()
+    not_archived = S.IntegerField(allow_null=True)
+
+
+class FleetSerializer(S.Serializer):
+    scope = S.CharField(help_text="Always 'fleet'.")
+    instance = S.CharField(allow_null=True, help_text="The instance `totals` is narrowed to.")
+    at_ms = S.IntegerField(help_text="Epoch ms the states were judged at.")
+    heartbeat_s = S.FloatField(help_text="HEARTBEAT_S: answers agree within one interval.")
+    relative_error = S.FloatField(help_text="Of every percentile (bucket width).")
+    totals = FleetTotalsSerializer()
+    instances = FleetInstanceSerializer(many=True, help_text="Newest heartbeat first.")
+    stale = S.ListField(child=S.CharField(), help_text="Missed heartbeats: named, not summed.")
+    lost = FleetLostSerializer(many=True, help_text="Gone without the clean-shutdown mark.")
+
+
 class ErrorBodySerializer(S.Serializer):
     status = S.IntegerField()
     code = S.CharField()

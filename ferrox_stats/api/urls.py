@@ -9,6 +9,7 @@ from . import schema, views
 urlpatterns = [
     path("v1/requests", views.RequestsView.as_view(), name="requests"),
     path("v1/stats", views.StatsView.as_view(), name="stats"),
+    path("v1/fleet", views.FleetView.as_view(), name="fleet"),
     path("admin/stats", views.AdminStatsView.as_view(), name="admin-stats"),
     path("v1/history", views.HistoryView.as_view(), name="history"),
     path("v1/history/export", views.HistoryExportView.as_view(), name="history-export"),

@@ -19,10 +19,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import access, documents, live
+from .. import access, documents, fleet, live
 from ..archive import export
 from ..archive.queries import CommitCursor, Cursor
-from ..conf import conf
+from ..conf import DEFAULTS, conf
 from ..ingest import ACCEPTED, DUPLICATE, REJECTED, describe_name, ingest, string_problem
 from ..models import ApiToken, FinishedRequest
 from . import errors, serializers
@@ -101,6 +101,48 @@ class AdminStatsView(FerroxView):
         recorder = live.get_recorder()
         page = _ring_page(request, recorder)
         return Response(documents.admin_stats(page, recorder.snapshot()))
+
+
+class FleetView(FerroxView):
+    endpoint_name = "fleet"
+
+    @documented(
+        summary="The whole fleet: every instance's last heartbeat, live ones summed",
+        operation_id="fleet",
+        parameters=[
+            OpenApiParameter(
+                "instance",
+                str,
+                description="Narrow `totals` to this instance (any state); the list stays whole.",
+            )
+        ],
+        responses={
+            200: serializers.FleetSerializer,
+            404: OpenApiResponse(
+                serializers.ErrorSerializer, description="No heartbeat from that instance."
+            ),
+            **ERRORS,
+        },
+    )
+    def get(self, request: Request) -> Response:
+        only_known(request, ["instance"])
+        instance = request.query_params.get("instance") or None
+        if instance is not None and string_problem("instance", instance, 255) is not None:
+            # No instance id can hold it (and PostgreSQL refuses NUL in a parameter).
+            raise NotFound("No instance with this id has a heartbeat.")
+        clock = live.get_recorder().clock
+        try:
+            document = fleet.fleet_document(
+                now_ms=clock.wall_ms(),
+                monotonic=clock.monotonic(),
+                using=conf.ARCHIVE_DATABASE,
+                lost_s=conf.INSTANCE_LOST_S,
+                heartbeat_s=conf.HEARTBEAT_S or DEFAULTS["HEARTBEAT_S"],
+                instance=instance,
+            )
+        except fleet.UnknownInstance:
+            raise NotFound("No instance with this id has a heartbeat.") from None
+        return Response(document)
 
 
 def _filtered(request: Request, view: APIView) -> Any:

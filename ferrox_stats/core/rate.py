@@ -23,13 +23,15 @@ class RateReading:
 
     ``per_second`` is 0.0 for an observed window with nothing in it (a measured
     zero). ``span_s`` is the span actually divided by; ``samples`` how many samples
-    the window held.
+    the window held; ``amount`` what they add up to (``per_second * span_s``). Readings
+    of several processes combine as amounts over spans, never as averaged rates.
     """
 
     per_second: float
     window_s: float
     samples: int
     span_s: float
+    amount: float = 0.0
 
 
 class RateWindow:
@@ -91,7 +93,7 @@ class RateWindow:
                 return RateReading(0.0, self.window_s, 0, 0.0)
             span = max(now - samples[0][0], self.min_span_s)
             total = sum(amount for _, amount in samples)
-        return RateReading(total / span, self.window_s, count, span)
+        return RateReading(total / span, self.window_s, count, span, total)
 
     def per_second(self, now: float) -> float:
         """Shorthand for ``reading(now).per_second``."""

@@ -67,6 +67,7 @@ class Access:
 ACCESS: dict[str, Access] = {
     "ferrox_stats:requests": Access(READ, "requests", LIVE),
     "ferrox_stats:stats": Access(READ, "stats", LIVE),
+    "ferrox_stats:fleet": Access(READ, "fleet", LIVE),
     "ferrox_stats:admin-stats": Access(READ, "admin_stats", LIVE),
     "ferrox_stats:history": Access(READ, "history", ARCHIVE),
     "ferrox_stats:history-export": Access(READ, "history_export", ARCHIVE),

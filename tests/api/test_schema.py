@@ -51,6 +51,7 @@ QUERY_PARAMETERS: dict[str, list[str]] = {
     "ferrox_stats:requests": RING_PARAMETERS,
     "ferrox_stats:admin-stats": RING_PARAMETERS,
     "ferrox_stats:stats": [],
+    "ferrox_stats:fleet": ["instance"],
     "ferrox_stats:history": sorted({"cursor", "order", "limit", *HISTORY_FILTERS}),
     "ferrox_stats:history-export": sorted({"format", *HISTORY_FILTERS}),
     "ferrox_stats:history-detail": [],
@@ -68,6 +69,7 @@ CHECKS = [
 EXAMPLES = {
     "ferrox_stats_requests": 200,
     "ferrox_stats_stats": 200,
+    "ferrox_stats_fleet": 200,
     "ferrox_stats_admin_stats": 200,
     "ferrox_stats_history_list": 200,
     "ferrox_stats_history_detail": 200,

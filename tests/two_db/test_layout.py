@@ -32,7 +32,12 @@ from tests.factories import BASE_AT_MS, archive, make_record
 
 BOTH = ["default", "telemetry"]
 PREFIX = "/control/telemetry"
-APP_TABLES = {"ferrox_stats_finishedrequest", "ferrox_stats_deadletter", "ferrox_stats_apitoken"}
+APP_TABLES = {
+    "ferrox_stats_finishedrequest",
+    "ferrox_stats_deadletter",
+    "ferrox_stats_apitoken",
+    "ferrox_stats_instance",
+}
 
 pytestmark = pytest.mark.django_db(databases=BOTH)
 

@@ -14,7 +14,12 @@ from ferrox_stats.checks import check_settings
 from ferrox_stats.models import ApiToken
 
 BOTH = ["default", "telemetry"]
-APP_TABLES = {"ferrox_stats_finishedrequest", "ferrox_stats_deadletter", "ferrox_stats_apitoken"}
+APP_TABLES = {
+    "ferrox_stats_finishedrequest",
+    "ferrox_stats_deadletter",
+    "ferrox_stats_apitoken",
+    "ferrox_stats_instance",
+}
 ROUTER = "ferrox_stats.routers.TelemetryRouter"
 
 

@@ -1,0 +1,247 @@
+"""The fleet document (``GET v1/fleet``): every instance's last heartbeat, merged.
+
+Computed from the ``Instance`` rows only (``heartbeat.py`` writes them), so whichever
+worker answers, the answer is the same until the next heartbeat lands. An instance's
+state comes from the age of its last heartbeat (``last_seen``, its own clock) at the
+reader's ``now`` and the interval it promised (``heartbeat_s``):
+
+- ``stopped``: its last heartbeat carries the clean-shutdown mark;
+- ``live``: last seen at most 3 heartbeats ago: summed into ``totals``;
+- ``stale``: older, up to ``INSTANCE_LOST_S``: named in ``stale``, never summed;
+- ``lost``: older than that without the mark (killed, crashed, cut off): named in
+  ``lost`` with ``not_archived``, the records its archive still queued at its last
+  heartbeat ("up to N records not archived", plus what finished after it).
+
+Totals merge by kind (``state.merge_states``): counters summed, rate windows as
+amounts over the longest span, percentiles from the distributions merged bucket by
+bucket (never averaged). Decoding and merging 64 state documents takes tens of
+milliseconds (``bench/fleet.py``), so each process keeps the document it computed for
+a quarter of the heartbeat interval (``CACHE_FRACTION``): within that, repeated calls
+answer the same document; ``reset()`` empties the cache (tests).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .archive.rows import datetime_to_at_ms
+
+__all__ = [
+    "CACHE_FRACTION",
+    "LIVE",
+    "LOST",
+    "MAX_INSTANCES",
+    "STALE",
+    "STATES",
+    "STOPPED",
+    "UnknownInstance",
+    "fleet_document",
+    "instance_state",
+    "reset",
+]
+
+LIVE = "live"
+STALE = "stale"
+LOST = "lost"
+STOPPED = "stopped"
+STATES = (LIVE, STALE, LOST, STOPPED)
+# Heartbeats an instance may miss before it reads stale (network jitter, a GC pause).
+LIVE_HEARTBEATS = 3
+# Rows read at most, newest first: a fleet whose workers are recycled often keeps many
+# stopped rows until INSTANCE_KEEP_S prunes them; the document stays bounded.
+MAX_INSTANCES = 256
+# The share of the heartbeat interval a computed document is reused for.
+CACHE_FRACTION = 0.25
+
+FIELDS = (
+    "instance",
+    "replica",
+    "host",
+    "pid",
+    "started_at",
+    "last_seen",
+    "heartbeat_s",
+    "stopped",
+    "state",
+)
+
+
+class UnknownInstance(LookupError):
+    """``?instance=`` names no instance with a heartbeat row."""
+
+
+def instance_state(
+    last_seen_ms: int, heartbeat_s: float, stopped: bool, now_ms: int, lost_s: float
+) -> str:
+    """``live``, ``stale``, ``lost`` or ``stopped``; see the module docstring.
+
+    A heartbeat from the future (another host's clock ahead of ours) reads as age 0.
+    """
+    if stopped:
+        return STOPPED
+    age_s = (now_ms - last_seen_ms) / 1000
+    if age_s <= LIVE_HEARTBEATS * heartbeat_s:
+        return LIVE
+    if age_s <= lost_s:
+        return STALE
+    return LOST
+
+
+def _per_second(window: Mapping[str, Any] | None) -> float:
+    """A rate window's rate: its amount over its span (0.0 with no samples)."""
+    if not window or not window.get("samples") or not window.get("span_s"):
+        return 0.0
+    return float(window["amount"]) / float(window["span_s"])
+
+
+def _entry(row: tuple[Any, ...], now_ms: int, lost_s: float) -> dict[str, Any]:
+    instance, replica, host, pid, started_at, last_seen, heartbeat_s, stopped, state = row
+    last_seen_ms = datetime_to_at_ms(last_seen)
+    kind = instance_state(last_seen_ms, heartbeat_s, stopped, now_ms, lost_s)
+    serving = state.get("serving") or {}
+    rates = state.get("rates") or {}
+    archive = state.get("archive")
+    pending = None if archive is None else int(archive.get("pending", 0))
+    return {
+        "instance": instance,
+        "replica": replica,
+        "host": host,
+        "pid": pid,
+        "started_ms": datetime_to_at_ms(started_at),
+        "uptime_s": float(state.get("uptime_s", 0.0)),
+        "last_seen_ms": last_seen_ms,
+        "age_s": max(0.0, (now_ms - last_seen_ms) / 1000),
+        "state": kind,
+        "active": int(serving.get("active", 0)),
+        "completed": int(serving.get("completed", 0)),
+        "decode_tps": _per_second(rates.get("decode")),
+        "prefill_tps": _per_second(rates.get("prefill")),
+        "pending": pending,
+        "dropped": dict(sorted(((archive or {}).get("dropped") or {}).items())),
+        "not_archived": pending if kind == LOST else None,
+    }
+
+
+def totals(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The fleet's numbers from the state documents of the instances summed."""
+    from .state import latency, merge_states
+
+    merged = merge_states(states)
+    serving = merged["serving"]
+    rates = merged["rates"]
+    archive = merged.get("archive")
+    return {
+        "instances": int(merged["instances"]),
+        "active": serving["active"],
+        "completed": serving["completed"],
+        "aborts": dict(sorted(serving["aborts"].items())),
+        "prompt_tokens_total": serving["prompt_tokens_total"],
+        "completion_tokens_total": serving["completion_tokens_total"],
+        "decode_tps": float(rates["decode"]["per_second"]),
+        "prefill_tps": float(rates["prefill"]["per_second"]),
+        "window_s": float(rates["decode"]["window_s"]),
+        "latency": latency(merged),
+        "archive": None
+        if archive is None
+        else {
+            "accepted": archive["accepted"],
+            "persisted": archive["persisted"],
+            "pending": archive["pending"],
+            "dropped": dict(sorted(archive["dropped"].items())),
+            "dead_lettered": archive["dead_lettered"],
+        },
+    }
+
+
+def compute(
+    *, now_ms: int, using: str, lost_s: float, heartbeat_s: float, instance: str | None = None
+) -> dict[str, Any]:
+    """The fleet document at ``now_ms``, read from the database (no cache)."""
+    from .core.distribution import RELATIVE_ERROR
+    from .models import Instance
+
+    rows = list(
+        Instance.objects.using(using)
+        .order_by("-last_seen", "instance")
+        .values_list(*FIELDS)[:MAX_INSTANCES]
+    )
+    entries = [_entry(row, now_ms, lost_s) for row in rows]
+    if instance is None:
+        summed = [
+            row[-1] for row, entry in zip(rows, entries, strict=True) if entry["state"] == LIVE
+        ]
+    else:
+        summed = [row[-1] for row in rows if row[0] == instance]
+        if not summed:
+            # Beyond the newest MAX_INSTANCES, or never seen: ask for it alone.
+            one = (
+                Instance.objects.using(using)
+                .filter(instance=instance)
+                .values_list("state", flat=True)
+            )
+            summed = list(one)
+        if not summed:
+            raise UnknownInstance(instance)
+    return {
+        "scope": "fleet",
+        "instance": instance,
+        "at_ms": now_ms,
+        "heartbeat_s": heartbeat_s,
+        "relative_error": RELATIVE_ERROR,
+        "totals": totals(summed),
+        "instances": entries,
+        "stale": [e["instance"] for e in entries if e["state"] == STALE],
+        "lost": [
+            {
+                "instance": e["instance"],
+                "last_seen_ms": e["last_seen_ms"],
+                "not_archived": e["not_archived"],
+            }
+            for e in entries
+            if e["state"] == LOST
+        ],
+    }
+
+
+# -- the per-process cache -----------------------------------------------------------
+
+_cache_lock = threading.Lock()
+# (alias, lost_s, heartbeat_s, instance) -> (monotonic expiry, document)
+_cache: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = {}
+
+
+def fleet_document(
+    *,
+    now_ms: int,
+    monotonic: float,
+    using: str,
+    lost_s: float,
+    heartbeat_s: float,
+    instance: str | None = None,
+) -> dict[str, Any]:
+    """The fleet document, computed at most once per ``CACHE_FRACTION * heartbeat_s``
+    per process and query (``monotonic`` is the reader's clock, ``now_ms`` its wall
+    time). Raises ``UnknownInstance``, or what the database raised."""
+    key = (using, lost_s, heartbeat_s, instance)
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None and monotonic < hit[0]:
+        return hit[1]
+    # Computed outside the lock: two requests at a miss may both compute (a few ms
+    # each); neither waits on the other's database round trip.
+    document = compute(
+        now_ms=now_ms, using=using, lost_s=lost_s, heartbeat_s=heartbeat_s, instance=instance
+    )
+    with _cache_lock:
+        if len(_cache) >= 64:  # one key per ?instance= asked: bounded
+            _cache.clear()
+        _cache[key] = (monotonic + CACHE_FRACTION * heartbeat_s, document)
+    return document
+
+
+def reset() -> None:
+    """Forget the cached documents (tests)."""
+    with _cache_lock:
+        _cache.clear()

@@ -1,0 +1,194 @@
+"""This process's state as one JSON document, and the sum of several such documents.
+
+``process_state(recorder)`` is what a heartbeat publishes (to the database and to the
+host's metrics directory): counters, rate windows as amounts over spans, the breakdown's
+mergeable distributions, gauges with their age, archive accounting, and a clean-shutdown
+mark. ``merge_states`` adds documents of several processes: counters summed, rates
+recombined from amounts and spans (never averaged), distributions merged bucket-wise, so
+``latency()`` of a merged document gives the fleet's true percentiles (within
+``RELATIVE_ERROR``), never averaged ones.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .core.breakdown import Breakdown, Cell
+from .core.distribution import RELATIVE_ERROR, Distribution
+from .core.rate import LastKnown, RateReading
+from .live import Recorder
+
+__all__ = [
+    "RELATIVE_ERROR",
+    "STATE_VERSION",
+    "latency",
+    "merge_states",
+    "merged_cells",
+    "process_state",
+]
+
+STATE_VERSION = 1
+
+ARCHIVE_COUNTS = ("accepted", "persisted", "duplicates", "pending", "dead_lettered")
+SERVING_COUNTS = ("active", "completed", "prompt_tokens_total", "completion_tokens_total")
+RATES = ("decode", "prefill")
+PERCENTILES = (50, 95, 99)
+
+# latency()'s names for the breakdown's time distributions.
+LATENCIES = {"duration_s": "duration", "ttft_s": "ttft", "tpot_s": "tpot"}
+
+
+def process_state(recorder: Recorder, *, stopped: bool = False) -> dict[str, Any]:
+    """The recorder's state at one instant, JSON-able; ``stopped`` marks a clean shutdown."""
+    clock = recorder.clock
+    now = clock.monotonic()
+    at_ms = clock.wall_ms()
+    serving = recorder.serving.snapshot(now)
+    health = getattr(recorder.sink, "health", None)
+    archive = health() if callable(health) else None
+    assert serving.decode is not None and serving.prefill is not None
+    return {
+        "version": STATE_VERSION,
+        "instance": recorder.instance,
+        "replica": recorder.replica,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started_ms": recorder.started_ms,
+        "at_ms": at_ms,
+        "uptime_s": now - recorder.started_at,
+        "stopped": stopped,
+        "serving": {
+            "active": serving.active,
+            "completed": serving.completed,
+            "aborts": dict(sorted(serving.aborts.items())),
+            "prompt_tokens_total": serving.prompt_tokens_total,
+            "completion_tokens_total": serving.completion_tokens_total,
+        },
+        "rates": {"decode": _rate(serving.decode), "prefill": _rate(serving.prefill)},
+        "breakdown": recorder.breakdown.to_wire(),
+        "gauges": {
+            "pool_occupancy": _gauge(recorder.pool_occupancy, now),
+            "queue_depth": _gauge(recorder.queue_depth, now),
+            "refused": recorder.gauges_refused,
+        },
+        "recorded_total": recorder.stats.recorded_total,
+        "sink_errors": recorder.sink_errors,
+        "archive": None
+        if archive is None
+        else {
+            **{name: getattr(archive, name) for name in ARCHIVE_COUNTS},
+            "dropped": dict(sorted(archive.dropped.items())),
+        },
+    }
+
+
+def _rate(reading: RateReading) -> dict[str, Any]:
+    return {
+        "amount": float(reading.amount),
+        "span_s": reading.span_s,
+        "samples": reading.samples,
+        "window_s": reading.window_s,
+        "per_second": reading.per_second,
+    }
+
+
+def _gauge(gauge: LastKnown[float], now: float) -> dict[str, float] | None:
+    value = gauge.get(now)
+    age = gauge.age_s(now)
+    if value is None or age is None:
+        return None
+    return {"value": value, "age_s": age}
+
+
+def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The sum of several ``process_state`` documents (or of merged ones).
+
+    Counters and archive accounting are summed (``archive`` is ``None`` when no part has
+    one), rates recombined as ``Σ amount / max span_s``, breakdown cells merged
+    bucket-wise. Per-process identity and gauges are left out; ``instances`` says how
+    many processes the sum covers. ``ValueError`` for a part that is not such a document.
+    """
+    instances = 0
+    at_ms: int | None = None
+    serving: dict[str, Any] = dict.fromkeys(SERVING_COUNTS, 0)
+    aborts: dict[str, int] = {}
+    rates = {name: {"amount": 0.0, "span_s": 0.0, "samples": 0, "window_s": 0.0} for name in RATES}
+    breakdowns: list[Any] = []
+    archive: dict[str, Any] | None = None
+    recorded_total = sink_errors = 0
+    for state in states:
+        try:
+            if state["version"] != STATE_VERSION:
+                raise ValueError(f"state version {state['version']!r} is not {STATE_VERSION}")
+            instances += state.get("instances", 1)
+            if state.get("at_ms") is not None:
+                at_ms = state["at_ms"] if at_ms is None else max(at_ms, state["at_ms"])
+            part_serving = state["serving"]
+            for name in SERVING_COUNTS:
+                serving[name] += part_serving[name]
+            _add_counts(aborts, part_serving["aborts"])
+            for name in RATES:
+                mine, part = rates[name], state["rates"][name]
+                mine["amount"] += part["amount"]
+                mine["span_s"] = max(mine["span_s"], part["span_s"])
+                mine["samples"] += part["samples"]
+                mine["window_s"] = max(mine["window_s"], part["window_s"])
+            breakdowns.append(state["breakdown"])
+            recorded_total += state["recorded_total"]
+            sink_errors += state["sink_errors"]
+            if (part_archive := state["archive"]) is not None:
+                if archive is None:
+                    archive = {**dict.fromkeys(ARCHIVE_COUNTS, 0), "dropped": {}}
+                for name in ARCHIVE_COUNTS:
+                    archive[name] += part_archive[name]
+                _add_counts(archive["dropped"], part_archive["dropped"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a state document: {exc!r}") from None
+    for reading in rates.values():
+        span = reading["span_s"]
+        reading["per_second"] = reading["amount"] / span if reading["samples"] and span else 0.0
+    serving["aborts"] = dict(sorted(aborts.items()))
+    if archive is not None:
+        archive["dropped"] = dict(sorted(archive["dropped"].items()))
+    cells = Breakdown.merge_wire(breakdowns)
+    return {
+        "version": STATE_VERSION,
+        "instances": instances,
+        "at_ms": at_ms,
+        "serving": serving,
+        "rates": rates,
+        "breakdown": [cell.to_wire(key) for key, cell in sorted(cells.items())],
+        "recorded_total": recorded_total,
+        "sink_errors": sink_errors,
+        "archive": archive,
+    }
+
+
+def _add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    for reason, n in counts.items():
+        into[reason] = into.get(reason, 0) + n
+
+
+def latency(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Percentiles of duration, TTFT and TPOT (seconds) over every cell of a state
+    document (one process's or merged), from the merged distributions."""
+    cells = Breakdown.merge_wire([state["breakdown"]])
+    return {
+        name: _percentiles(Distribution.merged(getattr(cell, field) for cell in cells.values()))
+        for name, field in LATENCIES.items()
+    }
+
+
+def _percentiles(distribution: Distribution) -> dict[str, Any]:
+    return {
+        "count": distribution.count,
+        **{f"p{p}": distribution.quantile(p) for p in PERCENTILES},
+    }
+
+
+def merged_cells(states: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], Cell]:
+    """The breakdown cells of several state documents, summed key by key."""
+    return Breakdown.merge_wire(state["breakdown"] for state in states)

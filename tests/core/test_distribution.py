@@ -1,0 +1,249 @@
+"""Log-spaced distributions: exact merges, bounded error, powers of two as exact bounds."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ferrox_stats.core.distribution import (
+    MAX_INDEX,
+    MIN_INDEX,
+    RELATIVE_ERROR,
+    Distribution,
+    bucket_index,
+    bucket_lower,
+    bucket_midpoint,
+    bucket_upper,
+)
+from ferrox_stats.core.summary import nearest_rank
+
+# Values as they come: durations in seconds, token counts, zeros, tiny and huge ones.
+values = st.one_of(
+    st.just(0.0),
+    st.floats(min_value=0.0, max_value=1e300, allow_nan=False, allow_infinity=False),
+    st.integers(min_value=0, max_value=1_000_000),
+    st.sampled_from([2.0**k for k in range(-30, 31)]),
+)
+value_lists = st.lists(values, max_size=60)
+percentiles = st.floats(min_value=1e-6, max_value=100.0)
+
+
+def of(items: list[float]) -> Distribution:
+    distribution = Distribution()
+    for value in items:
+        distribution.add(value)
+    return distribution
+
+
+def same(a: Distribution, b: Distribution) -> bool:
+    """Equal as wire dicts, the float sums compared with a tolerance."""
+    wa, wb = a.to_wire(), b.to_wire()
+    sum_a, sum_b = wa.pop("sum"), wb.pop("sum")
+    return wa == wb and math.isclose(sum_a, sum_b, rel_tol=1e-9, abs_tol=1e-300)
+
+
+@given(value_lists, value_lists, value_lists)
+def test_merge_is_associative_and_commutative(
+    a: list[float], b: list[float], c: list[float]
+) -> None:
+    left = of(a)
+    left.merge(of(b))
+    left.merge(of(c))
+    right = of(b)
+    right.merge(of(c))
+    right_first = of(a)
+    right_first.merge(right)
+    swapped = of(c)
+    swapped.merge(of(a))
+    swapped.merge(of(b))
+    assert same(left, right_first)
+    assert same(left, swapped)
+
+
+@given(st.lists(value_lists, max_size=6))
+def test_merged_parts_equal_the_distribution_of_all_values(parts: list[list[float]]) -> None:
+    everything = of([value for part in parts for value in part])
+    merged = Distribution.merged(of(part) for part in parts)
+    assert same(merged, everything)
+    assert merged.count == everything.count == sum(map(len, parts))
+
+
+@given(value_lists.filter(bool), percentiles)
+def test_quantile_is_within_relative_error_of_the_exact_nearest_rank(
+    items: list[float], percentile: float
+) -> None:
+    exact = nearest_rank(sorted(items), percentile)
+    assert exact is not None
+    reported = of(items).quantile(percentile)
+    assert reported is not None
+    # Below the normal range a float's own rounding (half the smallest subnormal) adds.
+    assert abs(reported - exact) <= exact * RELATIVE_ERROR + math.ulp(0.0)
+
+
+@given(value_lists, st.integers(min_value=-40, max_value=40))
+def test_count_at_most_a_power_of_two_is_exact(items: list[float], k: int) -> None:
+    bound = 2.0**k
+    assert of(items).count_at_most(bound) == sum(1 for v in items if v <= bound)
+
+
+@given(value_lists)
+def test_wire_round_trip_through_json(items: list[float]) -> None:
+    distribution = of(items)
+    wire = json.loads(json.dumps(distribution.to_wire()))
+    assert Distribution.from_wire(wire) == distribution
+
+
+@given(st.floats(min_value=0.0, exclude_min=True, allow_infinity=False))
+def test_every_positive_float_lies_in_its_bucket(value: float) -> None:
+    index = bucket_index(value)
+    assert MIN_INDEX <= index <= MAX_INDEX
+    assert bucket_lower(index) <= value <= bucket_upper(index)
+    if math.isfinite(bucket_lower(index)) and value >= 2.0**-1000:
+        assert bucket_lower(index) < value
+        assert abs(bucket_midpoint(index) - value) < value * RELATIVE_ERROR
+
+
+@pytest.mark.parametrize("k", [-1074, -1022, -30, -2, -1, 0, 1, 2, 10, 30, 1023])
+def test_powers_of_two_are_exact_upper_bounds(k: int) -> None:
+    power = 2.0**k
+    index = bucket_index(power)
+    assert bucket_upper(index) == power
+    if k >= -1022:  # subnormals are too sparse for the next float to be in the next bucket
+        assert bucket_index(math.nextafter(power, math.inf)) == index + 1
+        assert bucket_index(math.nextafter(power, 0)) == index
+
+
+def test_buckets_split_each_power_of_two_into_32() -> None:
+    assert bucket_index(2.0) - bucket_index(1.0) == 32
+    assert [bucket_upper(bucket_index(1.0) + j) for j in (1, 2, 32)] == [1.03125, 1.0625, 2.0]
+
+
+def test_zero_counts_apart_and_reads_exactly_zero() -> None:
+    distribution = of([0, 0.0, 0, 5.0])
+    assert distribution.zeros == 3
+    assert distribution.count == 4
+    assert distribution.quantile(75) == 0.0
+    assert distribution.quantile(76) == pytest.approx(5.0, rel=RELATIVE_ERROR)
+    assert distribution.count_at_most(0) == 3
+    assert distribution.buckets()[0] == (0.0, 3)
+
+
+@pytest.mark.parametrize("value", [math.ulp(0.0), 1e-300, 2.0**-1022, 1e300, 1.7e308])
+def test_tiny_and_huge_values(value: float) -> None:
+    distribution = of([value])
+    reported = distribution.quantile(50)
+    assert reported is not None
+    assert abs(reported - value) <= value * RELATIVE_ERROR + math.ulp(0.0)
+    assert distribution.count_at_most(math.inf) == 1
+    assert distribution.count_at_most(1.7976931348623157e308) == 1
+    assert Distribution.from_wire(distribution.to_wire()) == distribution
+
+
+def test_empty_reads_none_and_counts_zero() -> None:
+    distribution = Distribution()
+    assert distribution.count == 0
+    assert distribution.quantile(50) is None
+    assert distribution.count_at_most(1.0) == 0
+    assert distribution.to_wire() == {"zeros": 0, "sum": 0.0, "counts": {}}
+
+
+def test_count_at_most_between_bounds_never_overcounts() -> None:
+    distribution = of([1.01, 1.02])  # one bucket: (1, 1.03125]
+    assert distribution.count_at_most(1.015) == 0
+    assert distribution.count_at_most(1.03125) == 2
+    assert distribution.count_at_most(-1) == 0
+    with pytest.raises(ValueError, match="nan"):
+        distribution.count_at_most(math.nan)
+
+
+def test_total_count_and_copy_are_independent() -> None:
+    distribution = of([1.0, 2.0, 0.5])
+    copy = distribution.copy()
+    copy.add(4.0)
+    assert distribution.total == 3.5
+    assert (distribution.count, copy.count) == (3, 4)
+
+
+def test_merge_with_itself_doubles() -> None:
+    distribution = of([1.0, 3.0])
+    distribution.merge(distribution)
+    assert distribution.count == 4
+    assert distribution.total == 8.0
+
+
+@pytest.mark.parametrize("value", [-1, -0.001, math.nan, math.inf, "1.5", None, True, 10**400])
+def test_add_refuses_what_is_not_a_finite_number_at_least_zero(value: Any) -> None:
+    distribution = Distribution()
+    with pytest.raises(ValueError, match="finite number"):
+        distribution.add(value)
+    assert distribution == Distribution()
+
+
+def test_a_sum_that_would_overflow_is_refused() -> None:
+    distribution = of([1.7e308])
+    with pytest.raises(ValueError, match="overflow"):
+        distribution.add(1.7e308)
+    assert distribution.count == 1
+    with pytest.raises(ValueError, match="overflow"):
+        distribution.merge(distribution.copy())
+
+
+@pytest.mark.parametrize("percentile", [0, -5, 100.01, math.nan])
+def test_quantile_outside_0_100_refused(percentile: float) -> None:
+    with pytest.raises(ValueError, match="percentile"):
+        of([1.0]).quantile(percentile)
+
+
+def good_wire(**changes: Any) -> dict[str, Any]:
+    return {"zeros": 1, "sum": 3.0, "counts": {"31": 1, "63": 1}} | changes
+
+
+@pytest.mark.parametrize(
+    ("wire", "message"),
+    [
+        ([], "mapping"),
+        ("{}", "mapping"),
+        ({"zeros": 0, "sum": 0.0}, "counts"),
+        ({"sum": 0.0, "counts": {}}, "zeros"),
+        ({"zeros": 0, "counts": {}}, "sum"),
+        (good_wire(zeros=-1), "zeros"),
+        (good_wire(zeros=1.0), "zeros"),
+        (good_wire(zeros=True), "zeros"),
+        (good_wire(zeros=2**64), "zeros"),
+        (good_wire(sum=math.nan), "sum"),
+        (good_wire(sum=math.inf), "sum"),
+        (good_wire(sum=-1.0), "sum"),
+        (good_wire(sum="3"), "sum"),
+        (good_wire(sum=None), "sum"),
+        (good_wire(counts=[1, 2]), "counts"),
+        (good_wire(counts={"31": -1}), "count of bucket 31"),
+        (good_wire(counts={"31": 1.0}), "count of bucket 31"),
+        (good_wire(counts={"31": "1"}), "count of bucket 31"),
+        (good_wire(counts={"31": None}), "count of bucket 31"),
+        (good_wire(counts={"31": 2**63}), "count of bucket 31"),
+        (good_wire(counts={31: 1}), "decimal integer"),
+        (good_wire(counts={"1.5": 1}), "decimal integer"),
+        (good_wire(counts={"031": 1}), "decimal integer"),
+        (good_wire(counts={"-0": 1}), "decimal integer"),
+        (good_wire(counts={" 31": 1}), "decimal integer"),
+        (good_wire(counts={"9" * 400: 1}), "decimal integer"),
+        (good_wire(counts={str(MAX_INDEX + 1): 1}), "outside"),
+        (good_wire(counts={str(MIN_INDEX - 1): 1}), "outside"),
+        (good_wire(counts={"1": 2**62, "2": 2**62}), "at most"),
+    ],
+)
+def test_from_wire_refuses_hostile_input(wire: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Distribution.from_wire(wire)
+
+
+def test_from_wire_accepts_ints_for_the_sum_and_skips_empty_buckets() -> None:
+    distribution = Distribution.from_wire({"zeros": 0, "sum": 3, "counts": {"31": 1, "5": 0}})
+    assert distribution.counts == {31: 1}
+    assert distribution.total == 3.0
+    assert Distribution.from_wire(good_wire()).count == 3
