@@ -21,6 +21,7 @@ __all__ = ["CHARTS", "GROUPS", "STATES", "instance_row", "overview", "view"]
 # The states a reader gives an instance from its heartbeat's age and its shutdown mark.
 STATES = ("live", "stale", "lost", "stopped")
 
+# Ordered so that on a laptop the groups fill two rows: nine counters, then eight.
 GROUPS = (
     Group(
         _("Requests"),
@@ -34,22 +35,6 @@ GROUPS = (
                 note_path="totals.aborts",
                 note_fmt="reasons",
             ),
-        ),
-    ),
-    Group(
-        _("Throughput"),
-        (
-            Counter(
-                _("Decode"),
-                "totals.decode_tps",
-                "decimal",
-                "tok/s",
-                note_path="totals",
-                note_fmt="rate_window",
-            ),
-            Counter(_("Prefill"), "totals.prefill_tps", "decimal", "tok/s"),
-            Counter(_("Prompt tokens"), "totals.prompt_tokens_total", "count"),
-            Counter(_("Completion tokens"), "totals.completion_tokens_total", "count"),
         ),
     ),
     Group(
@@ -83,6 +68,22 @@ GROUPS = (
         ),
     ),
     Group(
+        _("Throughput"),
+        (
+            Counter(
+                _("Decode"),
+                "totals.decode_tps",
+                "decimal",
+                "tok/s",
+                note_path="totals",
+                note_fmt="rate_window",
+            ),
+            Counter(_("Prefill"), "totals.prefill_tps", "decimal", "tok/s"),
+            Counter(_("Prompt tokens"), "totals.prompt_tokens_total", "count"),
+            Counter(_("Completion tokens"), "totals.completion_tokens_total", "count"),
+        ),
+    ),
+    Group(
         _("Archive"),
         (
             Counter(
@@ -107,9 +108,7 @@ GROUPS = (
 
 # charts.js names each chart's lines (keyed "fleet_<name>") and where they are in a poll.
 CHARTS = (
-    Chart(
-        "fleet_throughput", _("Throughput"), "tok/s", _("Decode and prefill tokens per second")
-    ),
+    Chart("fleet_throughput", _("Throughput"), "tok/s", _("Decode and prefill tokens per second")),
     Chart(
         "fleet_duration",
         _("Duration"),

@@ -25,8 +25,9 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_safe
 
 from .. import access, documents, live
+from .. import fleet as fleet_state
 from ..archive.queries import Cursor, KeysetPage
-from ..conf import conf
+from ..conf import DEFAULTS, conf
 from ..models import FinishedRequest
 from . import display, fleet, panels
 from .forms import NEWER, OLDER, HistoryForm
@@ -80,11 +81,18 @@ def requires(permission: str) -> Callable[[View], View]:
 @require_safe
 def dashboard(request: HttpRequest) -> HttpResponse:
     """The fleet: every instance's last heartbeat, or one instance's (``?instance=``)."""
-    instance = request.GET.get("instance", "")[:MAX_INSTANCE_ID] or None
+    instance = request.GET.get("instance") or None
+    unknown = False
+    document: dict[str, Any] | None = None
     try:
-        document: dict[str, Any] | None = _fleet_document(instance)
+        # No heartbeat row holds a longer id or a NUL (which PostgreSQL refuses).
+        if instance is not None and (len(instance) > MAX_INSTANCE_ID or "\x00" in instance):
+            raise fleet_state.UnknownInstance(instance)
+        document = _fleet_document(instance)
+    except fleet_state.UnknownInstance:
+        unknown = True
     except DatabaseError:
-        document = None  # the page says so and its polls retry
+        pass  # the page says so, and its polls retry
     tail = _tail() if access.may(request.user, (access.ARCHIVE,)) else None
     shown = fleet.view(document)
     return render(
@@ -97,8 +105,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "newest_age": display.age(shown["derived"]["overview"]["newest_age_s"]),
             "relative_error": display.percent((document or {}).get("relative_error")),
             "groups": panels.render(shown, fleet.GROUPS),
-            "instances": [fleet.instance_row(wire) for wire in (document or {}).get("instances", [])],
+            "instances": [
+                fleet.instance_row(wire) for wire in (document or {}).get("instances", [])
+            ],
             "instance": instance,
+            "unknown": unknown,
             "charts": fleet.CHARTS,
             "tail": tail,
             "poll": {
@@ -108,6 +119,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
                 "series_points": SERIES_POINTS,
             },
         },
+        status=404 if unknown else 200,
     )
 
 
@@ -132,8 +144,17 @@ def _tail() -> Tail:
 
 
 def _fleet_document(instance: str | None) -> dict[str, Any]:
-    """What ``v1/fleet`` answers now (``?instance=`` narrows its totals)."""
-    raise NotImplementedError  # the fleet document arrives with fleet-heartbeat (merged next)
+    """What ``v1/fleet`` answers now (``?instance=`` narrows its totals), from the same
+    per-process cache; raises ``fleet.UnknownInstance`` or what the database raised."""
+    clock = live.get_recorder().clock
+    return fleet_state.fleet_document(
+        now_ms=clock.wall_ms(),
+        monotonic=clock.monotonic(),
+        using=conf.ARCHIVE_DATABASE,
+        lost_s=conf.INSTANCE_LOST_S,
+        heartbeat_s=conf.HEARTBEAT_S or DEFAULTS["HEARTBEAT_S"],
+        instance=instance,
+    )
 
 
 @requires(access.DASHBOARD)

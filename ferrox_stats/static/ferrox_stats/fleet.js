@@ -205,7 +205,9 @@
           ? "your staff session may have ended; reload the page to log in again"
           : response.status === 503
             ? "the database is unavailable (503)"
-            : "the server answered " + response.status;
+            : response.status === 404 && cfg.instance
+              ? "no instance with this id has a heartbeat (404)"
+              : "the server answered " + response.status;
         throw new Error(reason);
       }
       return response.json();
