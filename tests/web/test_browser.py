@@ -7,10 +7,8 @@ Playwright's clock; nothing here sleeps to wait for the page.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +18,7 @@ from ferrox_stats import live
 from ferrox_stats.archive.writer import ArchiveWriter
 from ferrox_stats.web import display, views
 from tests.conftest import FakeClock
-from tests.web.conftest import HISTORY, PROCESS, ROOT, log_in, save_artifact
+from tests.web.conftest import HISTORY, PROCESS, log_in, save_artifact
 from tests.web.test_display import FORMAT_CASES
 from tests.web.traffic import Traffic
 
@@ -303,9 +301,6 @@ def test_a_busy_dashboard_fits_a_laptop_and_a_wide_monitor(page: Any, browser_st
         # Nothing scrolls sideways on a laptop: every panel reflows to the width.
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         save_artifact(page, "dashboard-1440.png")
-        target = os.environ.get("FERROX_SCREENSHOT")
-        if target:
-            page.screenshot(path=str(ROOT / Path(target)), animations="disabled")
 
         page.set_viewport_size({"width": 1920, "height": 1080})
         step(page)
