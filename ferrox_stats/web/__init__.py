@@ -6,7 +6,7 @@
 | ``fleet`` | what the fleet page shows from a ``v1/fleet`` document: counters, charts, instances |
 | ``panels`` | which counters the per-process page shows and where each is in admin-stats |
 | ``forms`` | the history view's filters and keyset cursor, parsed strictly |
-| ``views`` | the pages; every number comes from ``documents``, ``fleet``, ``live`` or the archive queries |
+| ``views`` | the pages; numbers from ``documents``, ``fleet``, ``live`` or the archive queries |
 
 In ``static/ferrox_stats/``, ``fleet.js`` polls the fleet page (``v1/fleet`` and the
 archive's tail), ``dashboard.js`` the per-process page (``admin/stats``); ``format.js``

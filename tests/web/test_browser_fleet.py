@@ -158,6 +158,47 @@ def test_fleet_counters_states_and_one_instance_follow_the_heartbeats(
     check(page.get_by_role("heading", level=1)).to_have_text("This worker process only")
 
 
+def test_the_script_builds_instance_rows_as_the_server_paints_them(
+    page: Any, browser_staff: Any, server_clock: FakeClock
+) -> None:
+    heartbeat(server_clock, A, completed=1234, active=2, decode=(401.0, 5.0, 40))
+    save(
+        state_doc(
+            LOST,
+            at_ms=server_clock.wall - 61_500,
+            completed=311,
+            archive=archive_counts(accepted=311, persisted=287, pending=24),
+        )
+    )
+    save(
+        state_doc(
+            STOPPED,
+            at_ms=server_clock.wall - 900_000,
+            stopped=True,
+            archive=archive_counts(accepted=9, persisted=6, dropped={"shutdown_deadline": 3}),
+        )
+    )
+    open_paused(page)
+    rows = page.locator("#fx-instances tbody tr")
+    painted = rows.all_inner_texts()
+    assert len(painted) == 3
+    # The server's clock has not moved: the poll answers the same document, in the
+    # script's rows this time.
+    page.evaluate(
+        "document.querySelectorAll('#fx-instances tbody tr')"
+        ".forEach((tr) => { tr.dataset.painted = 'server'; })"
+    )
+    poll(page)
+    assert page.locator("#fx-instances tbody tr[data-painted]").count() == 0
+    assert page.locator("#fx-instances tbody tr.fx-row-lost").count() == 1
+    assert rows.all_inner_texts() == painted
+    assert [rows.nth(i).get_attribute("class") for i in range(3)] == [
+        "fx-instance-row fx-row-live",
+        "fx-instance-row fx-row-lost",
+        "fx-instance-row fx-row-stopped",
+    ]
+
+
 def _worker(name: str, seed: int, rate: float) -> tuple[live.Recorder, FakeClock, Traffic]:
     clock = FakeClock(monotonic=10_000.0, wall_ms=T0_MS - 30_000)
     recorder = live.Recorder(replica=name.split("/")[0], clock=clock, instance=name)

@@ -118,6 +118,16 @@ def test_every_instance_is_listed_newest_first_with_its_state(
         assert f'fx-row-{state}" data-instance="{instance}"' in html
 
 
+def test_last_seen_reads_in_the_projects_time_zone(
+    staff_client: Client, fleet: None, settings: Any
+) -> None:
+    settings.TIME_ZONE = "Europe/Berlin"
+    html = staff_client.get(DASHBOARD).content.decode()
+    assert instances(html)[A][6] == "01:00:00 0.0 s ago"  # 00:00:00 UTC
+    assert "Last seen (Europe/Berlin)" in html
+    assert 'datetime="2026-01-01T00:00:00.000Z"' in html
+
+
 def test_the_first_paint_is_what_v1_fleet_answers(staff_client: Client, fleet: None) -> None:
     html = staff_client.get(DASHBOARD).content.decode()
     shown = embedded_json(html, "fx-initial")
