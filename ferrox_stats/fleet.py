@@ -22,11 +22,14 @@ answer the same document; ``reset()`` empties the cache (tests).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .archive.rows import datetime_to_at_ms
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CACHE_FRACTION",
@@ -89,9 +92,9 @@ def instance_state(
     return LOST
 
 
-def _per_second(window: Mapping[str, Any] | None) -> float:
+def _per_second(window: Mapping[str, Any]) -> float:
     """A rate window's rate: its amount over its span (0.0 with no samples)."""
-    if not window or not window.get("samples") or not window.get("span_s"):
+    if not window["samples"] or not window["span_s"]:
         return 0.0
     return float(window["amount"]) / float(window["span_s"])
 
@@ -100,26 +103,24 @@ def _entry(row: tuple[Any, ...], now_ms: int, lost_s: float) -> dict[str, Any]:
     instance, replica, host, pid, started_at, last_seen, heartbeat_s, stopped, state = row
     last_seen_ms = datetime_to_at_ms(last_seen)
     kind = instance_state(last_seen_ms, heartbeat_s, stopped, now_ms, lost_s)
-    serving = state.get("serving") or {}
-    rates = state.get("rates") or {}
-    archive = state.get("archive")
-    pending = None if archive is None else int(archive.get("pending", 0))
+    serving, rates, archive = state["serving"], state["rates"], state["archive"]
+    pending = None if archive is None else int(archive["pending"])
     return {
         "instance": instance,
         "replica": replica,
         "host": host,
         "pid": pid,
         "started_ms": datetime_to_at_ms(started_at),
-        "uptime_s": float(state.get("uptime_s", 0.0)),
+        "uptime_s": float(state["uptime_s"]),
         "last_seen_ms": last_seen_ms,
         "age_s": max(0.0, (now_ms - last_seen_ms) / 1000),
         "state": kind,
-        "active": int(serving.get("active", 0)),
-        "completed": int(serving.get("completed", 0)),
-        "decode_tps": _per_second(rates.get("decode")),
-        "prefill_tps": _per_second(rates.get("prefill")),
+        "active": int(serving["active"]),
+        "completed": int(serving["completed"]),
+        "decode_tps": _per_second(rates["decode"]),
+        "prefill_tps": _per_second(rates["prefill"]),
         "pending": pending,
-        "dropped": dict(sorted(((archive or {}).get("dropped") or {}).items())),
+        "dropped": {} if archive is None else dict(sorted(archive["dropped"].items())),
         "not_archived": pending if kind == LOST else None,
     }
 
@@ -162,12 +163,20 @@ def compute(
     from .core.distribution import RELATIVE_ERROR
     from .models import Instance
 
-    rows = list(
+    rows: list[tuple[Any, ...]] = []
+    entries: list[dict[str, Any]] = []
+    unreadable = 0
+    for row in (
         Instance.objects.using(using)
         .order_by("-last_seen", "instance")
         .values_list(*FIELDS)[:MAX_INSTANCES]
-    )
-    entries = [_entry(row, now_ms, lost_s) for row in rows]
+    ):
+        try:
+            entries.append(_entry(row, now_ms, lost_s))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            unreadable += 1  # not a state document this release can read: skipped
+            continue
+        rows.append(row)
     if instance is None:
         summed = [
             row[-1] for row, entry in zip(rows, entries, strict=True) if entry["state"] == LIVE
@@ -184,13 +193,23 @@ def compute(
             summed = list(one)
         if not summed:
             raise UnknownInstance(instance)
+    try:
+        summed_totals = totals(summed)
+    except ValueError:
+        # A document merge_states refuses (another release's, a hand-edited row): the
+        # others are summed without it.
+        readable = [state for state in summed if _mergeable(state)]
+        unreadable += len(summed) - len(readable)
+        summed_totals = totals(readable)
+    if unreadable:
+        logger.warning("ferrox_stats: %d heartbeat rows could not be read", unreadable)
     return {
         "scope": "fleet",
         "instance": instance,
         "at_ms": now_ms,
         "heartbeat_s": heartbeat_s,
         "relative_error": RELATIVE_ERROR,
-        "totals": totals(summed),
+        "totals": summed_totals,
         "instances": entries,
         "stale": [e["instance"] for e in entries if e["state"] == STALE],
         "lost": [
@@ -202,7 +221,18 @@ def compute(
             for e in entries
             if e["state"] == LOST
         ],
+        "unreadable": unreadable,
     }
+
+
+def _mergeable(state: Any) -> bool:
+    from .state import merge_states
+
+    try:
+        merge_states([state])
+    except ValueError:
+        return False
+    return True
 
 
 # -- the per-process cache -----------------------------------------------------------

@@ -317,3 +317,24 @@ def test_a_tracked_request_never_touches_the_database_on_its_thread(
         assert wait_for(lambda: publisher.beats == 1, 30)
     assert queries.captured_queries == []
     assert archiving.calls == ["ferrox-stats-heartbeat"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_shutdown_that_drops_records_leaves_its_counts_in_the_final_heartbeat(
+    archiving: Documents, clock: FakeClock
+) -> None:
+    recorder = live.reset(clock)  # the real state document, this time
+    publisher = live.current_heartbeat()
+    assert publisher is not None
+    assert wait_for(lambda: publisher.beats == 1, 30)
+    for n in range(3):
+        with live.track(model="m", request_id=f"queued-{n}") as t:
+            t.finish(status=200, prompt_tokens=10, completion_tokens=5)
+    live.shutdown(flush=False)  # what is queued is dropped, as at a failed drain
+    row = Instance.objects.get()
+    assert row.instance == recorder.instance and row.stopped is True
+    state = row.state
+    assert state["stopped"] is True
+    assert state["serving"]["completed"] == 3
+    assert state["archive"]["accepted"] == 3
+    assert (state["archive"]["pending"], state["archive"]["dropped"]) == (0, {"closed": 3})

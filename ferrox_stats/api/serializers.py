@@ -273,6 +273,7 @@ class FleetSerializer(S.Serializer):
     instances = FleetInstanceSerializer(many=True, help_text="Newest heartbeat first.")
     stale = S.ListField(child=S.CharField(), help_text="Missed heartbeats: named, not summed.")
     lost = FleetLostSerializer(many=True, help_text="Gone without the clean-shutdown mark.")
+    unreadable = S.IntegerField(help_text="Heartbeat rows skipped: not a state document.")
 
 
 class ErrorBodySerializer(S.Serializer):

@@ -1,0 +1,293 @@
+"""The fleet document (``ferrox_stats.fleet``) from heartbeat rows, at an injected now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from ferrox_stats import fleet
+from ferrox_stats.core.distribution import RELATIVE_ERROR, Distribution
+from ferrox_stats.core.summary import nearest_rank
+from ferrox_stats.fleet import LIVE, LOST, STALE, STOPPED, instance_state
+from ferrox_stats.models import Instance
+from tests.states import BASE_MS, archive_counts, save, state_doc
+
+NOW = BASE_MS + 3_600_000
+LOST_S = 30.0
+
+
+def compute(instance: str | None = None, now_ms: int = NOW) -> dict[str, Any]:
+    return fleet.compute(
+        now_ms=now_ms, using="default", lost_s=LOST_S, heartbeat_s=2.0, instance=instance
+    )
+
+
+# -- states from ages ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("age_ms", "stopped", "expected"),
+    [
+        (0, False, LIVE),
+        (6_000, False, LIVE),  # three heartbeats of 2 s
+        (6_001, False, STALE),
+        (30_000, False, STALE),
+        (30_001, False, LOST),
+        (86_400_000, False, LOST),
+        (-5_000, False, LIVE),  # a clock ahead of ours
+        (0, True, STOPPED),
+        (86_400_000, True, STOPPED),
+    ],
+)
+def test_the_state_follows_the_age_of_the_last_heartbeat(
+    age_ms: int, stopped: bool, expected: str
+) -> None:
+    assert instance_state(NOW - age_ms, 2.0, stopped, NOW, LOST_S) == expected
+
+
+def test_an_instance_is_judged_by_the_interval_it_promised() -> None:
+    # A slow heartbeat (10 s) is live at 25 s; a fast one (2 s) is stale by then.
+    assert instance_state(NOW - 25_000, 10.0, False, NOW, 60.0) == LIVE
+    assert instance_state(NOW - 25_000, 2.0, False, NOW, 60.0) == STALE
+
+
+# -- the document -------------------------------------------------------------------------
+
+
+def _durations(values: list[float]) -> list[dict[str, Any]]:
+    """One breakdown cell holding these durations (seconds) and nothing else measured."""
+    duration = Distribution()
+    for value in values:
+        duration.add(value)
+    empty = Distribution().to_wire()
+    return [
+        {
+            "model": "llama",
+            "route": "/v1/chat/completions",
+            "outcome": "ok",
+            "requests": len(values),
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "duration": duration.to_wire(),
+            "ttft": empty,
+            "tpot": empty,
+            "input": empty,
+            "output": empty,
+        }
+    ]
+
+
+@pytest.fixture
+def a_fleet() -> dict[str, list[float]]:
+    """Two live instances, one stale, one lost, one stopped; returns the live durations."""
+    fast = [0.1 + i / 1000 for i in range(100)]
+    slow = [2.0 + i / 100 for i in range(10)]
+    save(
+        state_doc(
+            "gpu-1/100/aaa",
+            at_ms=NOW - 1_000,
+            active=2,
+            completed=100,
+            aborts={"client_disconnect": 3},
+            prompt_tokens=1000,
+            completion_tokens=5000,
+            decode=(500.0, 5.0, 50),
+            prefill=(100.0, 5.0, 10),
+            breakdown=_durations(fast),
+            archive=archive_counts(accepted=100, persisted=95, pending=5),
+        )
+    )
+    save(
+        state_doc(
+            "gpu-2/200/bbb",
+            at_ms=NOW - 3_000,
+            active=1,
+            completed=10,
+            aborts={"client_disconnect": 1, "upstream_timeout": 2},
+            prompt_tokens=200,
+            completion_tokens=700,
+            decode=(300.0, 4.0, 30),
+            prefill=(0.0, 0.0, 0),
+            breakdown=_durations(slow),
+            archive=archive_counts(accepted=10, persisted=10),
+        )
+    )
+    save(
+        state_doc(
+            "gpu-3/300/ccc",
+            at_ms=NOW - 10_000,
+            completed=999,
+            breakdown=_durations([50.0] * 999),
+            archive=archive_counts(accepted=999, pending=999),
+        )
+    )
+    save(
+        state_doc(
+            "gpu-4/400/ddd",
+            at_ms=NOW - 120_000,
+            completed=77,
+            archive=archive_counts(accepted=77, persisted=65, pending=12),
+        )
+    )
+    save(
+        state_doc(
+            "gpu-5/500/eee",
+            at_ms=NOW - 20_000,
+            stopped=True,
+            completed=40,
+            archive=archive_counts(accepted=40, persisted=33, dropped={"shutdown_deadline": 7}),
+        )
+    )
+    return {"fast": fast, "slow": slow}
+
+
+@pytest.mark.django_db
+def test_totals_sum_the_live_instances_exactly(a_fleet: Any) -> None:
+    document = compute()
+    totals = document["totals"]
+    assert totals["instances"] == 2
+    assert (totals["active"], totals["completed"]) == (3, 110)
+    assert totals["aborts"] == {"client_disconnect": 4, "upstream_timeout": 2}
+    assert (totals["prompt_tokens_total"], totals["completion_tokens_total"]) == (1200, 5700)
+    # Amounts over the longest span: (500 + 300) / 5, never the mean of 100 and 75.
+    assert totals["decode_tps"] == pytest.approx(160.0)
+    assert totals["prefill_tps"] == pytest.approx(20.0)
+    assert totals["archive"] == {
+        "accepted": 110,
+        "persisted": 105,
+        "pending": 5,
+        "dropped": {},
+        "dead_lettered": 0,
+    }
+    assert (document["scope"], document["at_ms"], document["heartbeat_s"]) == ("fleet", NOW, 2.0)
+    assert document["relative_error"] == RELATIVE_ERROR
+
+
+@pytest.mark.django_db
+def test_each_instance_is_listed_newest_first_with_its_state(a_fleet: Any) -> None:
+    entries = compute()["instances"]
+    assert [(e["instance"], e["state"]) for e in entries] == [
+        ("gpu-1/100/aaa", LIVE),
+        ("gpu-2/200/bbb", LIVE),
+        ("gpu-3/300/ccc", STALE),
+        ("gpu-5/500/eee", STOPPED),
+        ("gpu-4/400/ddd", LOST),
+    ]
+    first = entries[0]
+    assert first == {
+        "instance": "gpu-1/100/aaa",
+        "replica": "gpu-1",
+        "host": "host-gpu-1",
+        "pid": 100,
+        "started_ms": NOW - 1_000 - 60_000,
+        "uptime_s": 60.0,
+        "last_seen_ms": NOW - 1_000,
+        "age_s": 1.0,
+        "state": LIVE,
+        "active": 2,
+        "completed": 100,
+        "decode_tps": pytest.approx(100.0),
+        "prefill_tps": pytest.approx(20.0),
+        "pending": 5,
+        "dropped": {},
+        "not_archived": None,
+    }
+
+
+@pytest.mark.django_db
+def test_a_stale_instance_is_named_and_never_summed(a_fleet: Any) -> None:
+    document = compute()
+    assert document["stale"] == ["gpu-3/300/ccc"]
+    # Its 999 requests of 50 s are in neither the counters nor the percentiles.
+    assert document["totals"]["completed"] == 110
+    assert document["totals"]["latency"]["duration_s"]["count"] == 110
+
+
+@pytest.mark.django_db
+def test_a_lost_instance_shows_what_it_had_not_archived(a_fleet: Any) -> None:
+    document = compute()
+    assert document["lost"] == [
+        {"instance": "gpu-4/400/ddd", "last_seen_ms": NOW - 120_000, "not_archived": 12}
+    ]
+    [lost] = [e for e in document["instances"] if e["state"] == LOST]
+    assert (lost["pending"], lost["not_archived"]) == (12, 12)
+
+
+@pytest.mark.django_db
+def test_a_shutdown_that_dropped_records_shows_them(a_fleet: Any) -> None:
+    [stopped] = [e for e in compute()["instances"] if e["state"] == STOPPED]
+    assert stopped["dropped"] == {"shutdown_deadline": 7}
+    assert stopped["not_archived"] is None  # it said exactly what it dropped
+
+
+@pytest.mark.django_db
+def test_percentiles_come_from_the_merged_distributions(a_fleet: Any) -> None:
+    values = sorted(a_fleet["fast"] + a_fleet["slow"])
+    latency = compute()["totals"]["latency"]["duration_s"]
+    for name, percentile in (("p50", 50), ("p95", 95), ("p99", 99)):
+        exact = nearest_rank(values, percentile)
+        assert latency[name] == pytest.approx(exact, rel=RELATIVE_ERROR), name
+    # Averaging the instances' p95s would say about 1.1 s; 110 requests say 2 s.
+    assert latency["p95"] > 2.0 * (1 - RELATIVE_ERROR)
+
+
+@pytest.mark.django_db
+def test_instance_narrows_the_totals_to_one_instance_in_any_state(a_fleet: Any) -> None:
+    document = compute(instance="gpu-3/300/ccc")
+    assert document["instance"] == "gpu-3/300/ccc"
+    assert document["totals"]["instances"] == 1
+    assert document["totals"]["completed"] == 999
+    assert len(document["instances"]) == 5  # the list stays whole
+    with pytest.raises(fleet.UnknownInstance):
+        compute(instance="gpu-9/900/zzz")
+
+
+@pytest.mark.django_db
+def test_an_empty_fleet() -> None:
+    document = compute()
+    assert document["instances"] == document["stale"] == document["lost"] == []
+    totals = document["totals"]
+    assert (totals["instances"], totals["completed"], totals["archive"]) == (0, 0, None)
+    assert totals["latency"]["duration_s"] == {"count": 0, "p50": None, "p95": None, "p99": None}
+
+
+@pytest.mark.django_db
+def test_a_fleet_without_archives_has_null_archive_totals() -> None:
+    save(state_doc("gpu-1/100/aaa", at_ms=NOW, completed=3))
+    document = compute()
+    assert document["totals"]["archive"] is None
+    assert document["instances"][0]["pending"] is None
+
+
+# -- one answer per heartbeat interval ----------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_repeated_calls_within_the_cache_window_agree(a_fleet: Any) -> None:
+    def read(monotonic: float) -> dict[str, Any]:
+        return fleet.fleet_document(
+            now_ms=NOW, monotonic=monotonic, using="default", lost_s=LOST_S, heartbeat_s=2.0
+        )
+
+    first = read(1000.0)
+    # A heartbeat lands; within a quarter interval the same document is served, unread.
+    save(state_doc("gpu-1/100/aaa", at_ms=NOW, completed=101))
+    with CaptureQueriesContext(connection) as queries:
+        assert read(1000.0 + 0.49) == first
+    assert queries.captured_queries == []
+    assert read(1000.0 + 0.5)["totals"]["completed"] == 111
+
+
+@pytest.mark.django_db
+def test_a_row_that_is_not_a_state_document_is_skipped_and_counted(a_fleet: Any) -> None:
+    broken = state_doc("gpu-6/600/fff", at_ms=NOW)
+    save(broken)
+    Instance.objects.filter(instance="gpu-6/600/fff").update(state=["not", "a", "document"])
+    save({**state_doc("gpu-7/700/ggg", at_ms=NOW), "version": 99})  # another release's
+    document = compute()
+    assert document["unreadable"] == 2
+    assert document["totals"]["completed"] == 110
+    assert "gpu-6/600/fff" not in [e["instance"] for e in document["instances"]]
