@@ -171,6 +171,12 @@ def fleet_archive_state(accounting: Mapping[str, Any] | None) -> str:
     return "" if isinstance(accounting, Mapping) else "no archive reported"
 
 
+def unreadable_rows(skipped: int | None) -> str:
+    """Heartbeat rows the fleet document skipped (not a state document): said, never hidden."""
+    number = _number(skipped)
+    return "" if not number else f"{count(number)} heartbeat rows unreadable, skipped"
+
+
 # Below this a heartbeat's age reads to a tenth of a second: the interval is 2 s.
 TENTHS_BELOW = 10
 
@@ -200,6 +206,7 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "requests_over": requests_over,
     "fleet_archive_state": fleet_archive_state,
     "age": age,
+    "unreadable_rows": unreadable_rows,
 }
 
 

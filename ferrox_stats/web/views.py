@@ -103,6 +103,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "shown": shown,
             "overview": shown["derived"]["overview"],
             "newest_age": display.age(shown["derived"]["overview"]["newest_age_s"]),
+            "unreadable": display.unreadable_rows(shown.get("unreadable")),
             "relative_error": display.percent((document or {}).get("relative_error")),
             "groups": panels.render(shown, fleet.GROUPS),
             "instances": [

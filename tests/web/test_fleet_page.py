@@ -13,6 +13,7 @@ from django.db import OperationalError
 from django.test import Client
 
 from ferrox_stats import access, live
+from ferrox_stats import fleet as fleet_state
 from ferrox_stats.state import process_state
 from ferrox_stats.web import views
 from tests.conftest import FakeClock, grant
@@ -126,6 +127,15 @@ def test_last_seen_reads_in_the_projects_time_zone(
     assert instances(html)[A][6] == "01:00:00 0.0 s ago"  # 00:00:00 UTC
     assert "Last seen (Europe/Berlin)" in html
     assert 'datetime="2026-01-01T00:00:00.000Z"' in html
+
+
+def test_unreadable_heartbeat_rows_are_said_not_hidden(staff_client: Client, fleet: None) -> None:
+    assert counters(staff_client.get(DASHBOARD).content.decode())["unreadable"] == ""
+    fleet_state.reset()
+    save({**state_doc("gpu-7/701/ffffffffffff"), "version": 99})  # another release's document
+    shown = counters(staff_client.get(DASHBOARD).content.decode())
+    assert shown["unreadable"] == "1 heartbeat rows unreadable, skipped"
+    assert shown["totals.completed"] == "150"
 
 
 def test_the_first_paint_is_what_v1_fleet_answers(staff_client: Client, fleet: None) -> None:

@@ -90,6 +90,9 @@
     fleet_archive_state: function (v) {
       return v != null && typeof v === "object" && !Array.isArray(v) ? "" : "no archive reported";
     },
+    unreadable_rows: function (v) {
+      return number(v) ? count(v) + " heartbeat rows unreadable, skipped" : "";
+    },
     age: function (v) {
       if (number(v) == null) return EMPTY;
       if (Math.abs(v) < 10) return decimal(v) + " s ago"; // display.TENTHS_BELOW
