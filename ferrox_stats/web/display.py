@@ -174,7 +174,7 @@ def fleet_archive_state(accounting: Mapping[str, Any] | None) -> str:
 def unreadable_rows(skipped: int | None) -> str:
     """Heartbeat rows the fleet document skipped (not a state document): said, never hidden."""
     number = _number(skipped)
-    return "" if not number else f"{count(number)} heartbeat rows unreadable, skipped"
+    return "" if not number else f"{count(skipped)} heartbeat rows unreadable, skipped"
 
 
 # Below this a heartbeat's age reads to a tenth of a second: the interval is 2 s.

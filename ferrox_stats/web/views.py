@@ -28,12 +28,13 @@ from .. import access, documents, live
 from .. import fleet as fleet_state
 from ..archive.queries import Cursor, KeysetPage
 from ..conf import DEFAULTS, conf
-from ..models import FinishedRequest
+from ..models import FinishedRequest, Instance
 from . import display, fleet, panels
 from .forms import NEWER, OLDER, HistoryForm
 
-# The page polls every POLL_INTERVAL_MS and asks for POLL_LIMIT rows (the API caps
-# it at MAX_PAGE); it keeps TABLE_ROWS rows and SERIES_POINTS chart points.
+# The pages poll every POLL_INTERVAL_MS; the per-process page asks for POLL_LIMIT ring
+# rows (the API caps it at MAX_PAGE); both keep TABLE_ROWS rows and SERIES_POINTS
+# chart points.
 POLL_INTERVAL_MS = 2000
 POLL_LIMIT = 100
 TABLE_ROWS = 200
@@ -43,9 +44,9 @@ FIRST_PAINT_ROWS = 50
 # The fleet page's tail asks for up to this many rows a poll (v1/history clamps it to
 # HISTORY_MAX_PAGE): 250 archived rows a second before the table falls behind, and says so.
 TAIL_LIMIT = 500
-# The longest instance id a heartbeat row holds (``Instance.instance``).
-MAX_INSTANCE_ID = 128
 HISTORY_ROWS = 50
+# The longest instance id a heartbeat row holds.
+_MAX_INSTANCE_ID = Instance._meta.get_field("instance").max_length or 0
 
 View = Callable[..., HttpResponse]
 
@@ -86,7 +87,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     document: dict[str, Any] | None = None
     try:
         # No heartbeat row holds a longer id or a NUL (which PostgreSQL refuses).
-        if instance is not None and (len(instance) > MAX_INSTANCE_ID or "\x00" in instance):
+        if instance is not None and (len(instance) > _MAX_INSTANCE_ID or "\x00" in instance):
             raise fleet_state.UnknownInstance(instance)
         document = _fleet_document(instance)
     except fleet_state.UnknownInstance:
@@ -137,8 +138,8 @@ def _tail() -> Tail:
             FIRST_PAINT_ROWS
         )
     except DatabaseError:
-        # Polls start from the beginning then: the archive's oldest rows first would be
-        # wrong, so the page asks for the newest once the database answers (see fleet.js).
+        # No cursor to continue from, and following from the archive's first row would
+        # show the oldest rows: the page says so and does not poll the tail.
         return Tail([], "", True)
     cursor = page.next_cursor.encode() if page.next_cursor else ""
     return Tail([display.row(wire) for wire in page.entries], cursor, False)
