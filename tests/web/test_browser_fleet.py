@@ -199,6 +199,39 @@ def test_the_script_builds_instance_rows_as_the_server_paints_them(
     ]
 
 
+def test_polls_are_bounded_and_a_tail_faster_than_a_page_says_the_table_is_behind(
+    page: Any, browser_staff: Any, server_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(views, "TAIL_LIMIT", 4)  # the live server renders in this process
+    heartbeat(server_clock, A, completed=1)
+    open_paused(page)
+    fleet_polls: list[str] = []
+    tail_polls: list[str] = []
+    page.on(
+        "request",
+        lambda r: (
+            (fleet_polls if "/v1/fleet" in r.url else tail_polls).append(r.url)
+            if "/v1/fleet" in r.url or "/v1/history" in r.url
+            else None
+        ),
+    )
+    archive([make_record(request_id=f"burst-{n}") for n in range(10)])
+    for _ in range(30):  # half a simulated minute, a second at a time: 15 ticks
+        server_clock.advance(1.0)
+        page.clock.run_for(1000)
+        expect()(page.locator("#fx-dashboard")).to_have_attribute("data-poll-state", "idle")
+    assert len(fleet_polls) == len(tail_polls) == 15
+    check = expect()
+    check(page.get_by_role("status")).to_contain_text(
+        "the recent-requests table is behind the archive's tail"
+    )
+    # Four rows a poll: the burst is through after three polls, in commit order.
+    check(page.locator("#fx-recent tbody tr")).to_have_count(10)
+    check(page.locator("#fx-recent tbody tr").first).to_contain_text("burst-9")
+    check(page.locator("#fx-dashboard")).to_have_attribute("data-tail-behind", "false")
+    assert all("order=committed" in url and "limit=4" in url for url in tail_polls)
+
+
 def _worker(name: str, seed: int, rate: float) -> tuple[live.Recorder, FakeClock, Traffic]:
     clock = FakeClock(monotonic=10_000.0, wall_ms=T0_MS - 30_000)
     recorder = live.Recorder(replica=name.split("/")[0], clock=clock, instance=name)
