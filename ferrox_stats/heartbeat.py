@@ -8,15 +8,20 @@ child builds its own recorder, hence its own thread). Each tick, off the request
 2. ``host_state.publish(doc)``: the host-local file ``/metrics`` merges (works with the
    database down);
 3. one upsert of the process's ``Instance`` row (``INSERT … ON CONFLICT DO UPDATE``,
-   on SQLite and PostgreSQL alike), on ``ARCHIVE_DATABASE``;
+   on SQLite and PostgreSQL alike), on ``ARCHIVE_DATABASE``: the document with its
+   per-label breakdown folded into three latency distributions (``fleet.row_state``);
 4. now and then, a bounded delete of rows of instances gone for ``INSTANCE_KEEP_S``.
 
 A tick that fails is counted (``failures``, ``host_failures``), logged once per outage,
 and simply retried at the next tick: a heartbeat is a whole state, so nothing queues.
-Between ticks the thread holds no database connection (N workers add no idle
-connections to the server). ``stop()`` ends the thread and writes one last heartbeat
-with ``stopped=True``: ``live._stop`` calls it after the archive sink closed, so that
-heartbeat carries the sink's final accounting, records dropped at shutdown included.
+The thread keeps its database connection between ticks (one per process, like a
+request thread's with ``CONN_MAX_AGE``): reconnecting every tick cost a quarter of the
+tick's CPU (``bench/fleet.py``) and a server backend each time. It closes it after a
+failed tick (the next one reconnects) and when it stops.
+
+``stop()`` ends the thread and writes one last heartbeat with ``stopped=True``:
+``live._stop`` calls it after the archive sink closed, so that heartbeat carries the
+sink's final accounting, records dropped at shutdown included.
 
 Nothing here is shared with the request path but what ``process_state`` reads; the
 publisher's own lock is held across I/O, and only the publisher's threads take it.
@@ -55,7 +60,9 @@ UPDATED = ["replica", "host", "pid", "started_at", "last_seen", "heartbeat_s", "
 
 
 def instance_row(doc: dict[str, Any], heartbeat_s: float) -> Any:
-    """The ``Instance`` row a state document is published as."""
+    """The ``Instance`` row a state document is published as (``fleet.row_state``: its
+    breakdown folded into three latency distributions)."""
+    from .fleet import row_state
     from .models import Instance
 
     return Instance(
@@ -67,7 +74,7 @@ def instance_row(doc: dict[str, Any], heartbeat_s: float) -> Any:
         last_seen=at_ms_to_datetime(doc["at_ms"]),
         heartbeat_s=heartbeat_s,
         stopped=bool(doc["stopped"]),
-        state=doc,
+        state=row_state(doc),
     )
 
 
@@ -227,8 +234,9 @@ class Heartbeat:
     def _run(self) -> None:
         try:
             while not self._stopping.is_set():
-                self.publish_once()
-                self._close_connection()
+                if not self.publish_once():
+                    # A broken connection is replaced at the next tick.
+                    self._close_connection()
                 self._stopping.wait(self.interval_s)
             self._final_written = self.publish_once(stopped=True)
         finally:

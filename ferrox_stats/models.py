@@ -313,7 +313,8 @@ class Instance(models.Model):
     heartbeat_s = models.FloatField()
     # The clean-shutdown mark: its last heartbeat, written after the archive closed.
     stopped = models.BooleanField(default=False)
-    # ``state.process_state``: counters, rate windows, distributions, archive accounting.
+    # ``state.process_state``'s document, its breakdown folded into the latency
+    # distributions (``fleet.row_state``): counters, rate windows, archive accounting.
     state = models.JSONField()
 
     class Meta:

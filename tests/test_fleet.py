@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ferrox_stats import fleet
 from ferrox_stats.core.distribution import RELATIVE_ERROR, Distribution
@@ -291,3 +293,50 @@ def test_a_row_that_is_not_a_state_document_is_skipped_and_counted(a_fleet: Any)
     assert document["unreadable"] == 2
     assert document["totals"]["completed"] == 110
     assert "gpu-6/600/fff" not in [e["instance"] for e in document["instances"]]
+
+
+values = st.lists(
+    st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False), max_size=30
+)
+
+
+@given(st.lists(values, max_size=5))
+def test_merging_on_the_wire_equals_merging_distributions(parts: list[list[float]]) -> None:
+    distributions = []
+    for part in parts:
+        distribution = Distribution()
+        for value in part:
+            distribution.add(value)
+        distributions.append(distribution)
+    wires = [d.to_wire() for d in distributions]
+    merged = Distribution.from_wire(fleet.merge_wires(wires))
+    # The row's dense form merges to the same distribution.
+    assert Distribution.from_wire(fleet.merge_dense(fleet.dense(w) for w in wires)) == merged
+    expected = Distribution.merged(distributions)
+    assert (merged.count, merged.zeros, merged.counts) == (
+        expected.count,
+        expected.zeros,
+        expected.counts,
+    )
+    assert merged.total == pytest.approx(expected.total)
+
+
+def test_a_row_keeps_the_latency_merged_across_cells_not_the_breakdown() -> None:
+    doc = state_doc("gpu-1/1/a", breakdown=_durations([0.5, 1.0]) + _other_cell([2.0]))
+    row = fleet.row_state(doc)
+    assert row["breakdown"] == []
+    duration = fleet.distribution(row["latency"]["duration_s"])
+    assert duration.count == 3
+    assert fleet.latency([row]) == fleet.latency([doc])
+
+
+def _other_cell(values: list[float]) -> list[dict[str, Any]]:
+    [cell] = _durations(values)
+    return [{**cell, "model": "qwen", "outcome": "error"}]
+
+
+def test_a_row_whose_buckets_span_more_than_any_distribution_is_refused() -> None:
+    far = {"zeros": 0, "sum": 1.0, "offset": 10**9, "counts": [1]}
+    near = {"zeros": 0, "sum": 1.0, "offset": 0, "counts": [1]}
+    with pytest.raises(ValueError, match="span"):
+        fleet.merge_dense([near, far])

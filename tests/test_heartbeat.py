@@ -13,8 +13,8 @@ from django.db import OperationalError, connection
 from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext
 
+from ferrox_stats import fleet, live
 from ferrox_stats import heartbeat as heartbeat_module
-from ferrox_stats import live
 from ferrox_stats.archive.rows import at_ms_to_datetime
 from ferrox_stats.heartbeat import PRUNE_BATCH, PRUNE_EVERY_S, Heartbeat
 from ferrox_stats.models import Instance
@@ -338,3 +338,36 @@ def test_a_shutdown_that_drops_records_leaves_its_counts_in_the_final_heartbeat(
     assert state["serving"]["completed"] == 3
     assert state["archive"]["accepted"] == 3
     assert (state["archive"]["pending"], state["archive"]["dropped"]) == (0, {"closed": 3})
+    # The row keeps the latency distributions, not the per-label breakdown.
+    assert state["breakdown"] == []
+    assert fleet.distribution(state["latency"]["duration_s"]).count == 3
+
+
+@postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_a_forked_child_heartbeats_as_its_own_instance(
+    archiving: Documents, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
+) -> None:
+    import os
+
+    monkeypatch.setattr(Heartbeat, "document", _stand_in(archiving))
+    parent = live.reset(clock)
+    parent_beat = live.current_heartbeat()
+    assert parent_beat is not None and wait_for(lambda: parent_beat.beats == 1, 30)
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's threads did not come along
+        code = 1
+        try:
+            child = live.get_recorder()
+            beat = live.current_heartbeat()
+            fresh = child is not parent and beat is not None and beat is not parent_beat
+            if fresh and beat is not None and wait_for(lambda: beat.beats == 1, 30):
+                live.shutdown(flush=False)
+                code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    rows = dict(Instance.objects.values_list("pid", "stopped"))
+    assert rows == {os.getpid(): False, pid: True}
+    assert parent_beat.running  # the parent's heartbeat is untouched

@@ -163,6 +163,21 @@ def test_ingest_and_history_use_telemetry(recorder: live.Recorder, clock: FakeCl
     assert "i1" in detail.content.decode()
 
 
+def test_heartbeats_and_the_fleet_use_telemetry(recorder: live.Recorder, clock: FakeClock) -> None:
+    from ferrox_stats.heartbeat import Heartbeat
+    from ferrox_stats.models import Instance
+
+    publisher = Heartbeat(recorder, interval_s=2.0, using=conf.ARCHIVE_DATABASE)
+    assert publisher.publish_once()
+    assert list(Instance.objects.using("telemetry").values_list("instance", flat=True)) == [
+        recorder.instance
+    ]
+    _, secret = tokens.issue("poller")
+    fleet = bearer(secret).get(f"{PREFIX}/v1/fleet").json()
+    assert [e["instance"] for e in fleet["instances"]] == [recorder.instance]
+    assert fleet["totals"]["instances"] == 1
+
+
 @pytest.mark.django_db(databases=BOTH, transaction=True)
 def test_a_tail_poller_follows_the_commit_order_on_telemetry() -> None:
     _, secret = tokens.issue("poller")

@@ -1,0 +1,245 @@
+"""Heartbeat cost per process, and the fleet document at 64 instances, on PostgreSQL.
+
+A recorder is fed ``--records`` realistic finished requests (5 models, 3 routes, every
+outcome, latencies spread over four decades) so its state document carries a breakdown
+like a busy worker's. Then, each call timed on its own, the median reported:
+
+- ``heartbeat tick``: ``Heartbeat.publish_once()``, as the thread does every
+  HEARTBEAT_S on its kept connection: the state document, the row's folded copy, the
+  upsert (one INSERT … ON CONFLICT). CPU time (``time.process_time``, this process
+  only: the PostgreSQL backend's share is not in it) and wall time. From the CPU per
+  tick, the share of one core at HEARTBEAT_S = 2 s for one worker and for 4.
+- the same tick closing its connection after each (what a reconnect per tick costs).
+- ``fleet compute``: ``fleet.compute()`` over ``--instances`` rows of such documents
+  (read, JSON decode, merge, percentiles): the cost of a cache miss. Split into the
+  query with its JSON decode, and the merge.
+- ``fleet cached``: ``fleet.fleet_document()`` within its cache window: what every
+  other call within a quarter heartbeat pays.
+- ``GET v1/fleet``: the view through Django's test client with a read token, cached.
+
+The script creates (and finally drops) its own database on the local PostgreSQL.
+Run from the repo root::
+
+    PYTHONPATH=. python bench/fleet.py [--instances 64 --records 20000 --calls 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from pgdb import SERVER, create_database, drop_database
+
+DATABASE = "ferrox_bench_fleet"
+DESCRIPTION = "Heartbeat cost per tick and the v1/fleet document at N instances."
+HEARTBEAT_S = 2.0
+
+MODELS = ["llama-3.1-8b-instruct", "llama-3.1-70b-instruct", "qwen2.5-32b", "mistral-7b", "phi-4"]
+ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
+
+
+def feed(recorder: Any, n: int, models: list[str], routes: list[str], seed: int = 11) -> None:
+    """``n`` plausible finished records through ``recorder.finished``."""
+    from ferrox_stats.core.requests import Record
+
+    rng = random.Random(seed)
+    for i in range(n):
+        completion = rng.randint(1, 2048)
+        roll = rng.random()
+        recorder.finished(
+            Record(
+                request_id=f"chatcmpl-{i:08d}",
+                at_ms=1_793_750_400_000 + i,
+                route=rng.choice(routes),
+                model=rng.choice(models),
+                status=500 if roll < 0.02 else 200,
+                stream=True,
+                prompt_tokens=rng.randint(8, 8192),
+                completion_tokens=completion,
+                cached_tokens=0,
+                ttft_ms=rng.lognormvariate(5.0, 1.0),
+                duration_ms=rng.lognormvariate(8.0, 1.2),
+                queue_ms=rng.uniform(0.0, 50.0),
+                decode_ms=completion * rng.uniform(8.0, 40.0),
+                finish_reason="stop",
+                aborted="client_disconnect" if 0.02 <= roll < 0.05 else None,
+                error="EngineOverloaded" if roll < 0.02 else None,
+                client="10.0.0.7",
+                via_api_key=None,
+                replica="bench",
+            )
+        )
+
+
+def timed(fn: Callable[[], object], calls: int) -> tuple[list[float], list[float]]:
+    """(wall ms, CPU ms) per call."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    for _ in range(calls):
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        cpus.append((time.process_time() - cpu) * 1000)
+        walls.append((time.perf_counter() - wall) * 1000)
+    return walls, cpus
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
+    parser.add_argument("--instances", type=int, default=64)
+    parser.add_argument("--records", type=int, default=20_000, help="records fed to the recorder")
+    parser.add_argument("--calls", type=int, default=50, help="calls per measurement")
+    parser.add_argument(
+        "--labels",
+        default="1x2",
+        help="models x routes fed: 1x2 (one model behind chat and completions), 5x3 (busy)",
+    )
+    parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
+    args = parser.parse_args()
+
+    create_database(args.server, DATABASE)
+    try:
+        run(args)
+    finally:
+        drop_database(args.server, DATABASE)
+
+
+def run(args: argparse.Namespace) -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+
+    from ferrox_stats import fleet, live, tokens
+    from ferrox_stats.archive.writer import ArchiveWriter
+    from ferrox_stats.heartbeat import Heartbeat, instance_row
+    from ferrox_stats.models import Instance
+    from ferrox_stats.state import process_state
+
+    call_command("migrate", verbosity=0)
+    pg_major = connection.pg_version // 10000  # type: ignore[attr-defined]
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    print(
+        f"python {platform.python_version()}, psycopg {psycopg.__version__}, "
+        f"PostgreSQL {pg_major}, commit {commit}, {args.records} records fed, "
+        f"{args.instances} instances, {args.calls} calls each (median)"
+    )
+
+    n_models, n_routes = (int(n) for n in args.labels.split("x"))
+    sink = ArchiveWriter(instance="bench", autostart=False)  # counts; never writes
+    recorder = live.Recorder(replica="bench-0", sink=sink)
+    feed(recorder, args.records, MODELS[:n_models], ROUTES[:n_routes])
+    doc = process_state(recorder)
+    size = len(json.dumps(doc))
+    row_size = len(json.dumps(fleet.row_state(doc)))
+    cells = len(doc["breakdown"])
+    print(
+        f"state document: {size / 1024:.1f} KiB of JSON, {cells} breakdown cells "
+        f"({n_models} models x {n_routes} routes x outcomes); the row's: {row_size / 1024:.1f} KiB"
+    )
+
+    walls, cpus = timed(lambda: process_state(recorder), args.calls)
+    print(
+        f"process_state:                   {median(cpus):7.3f} ms CPU  {median(walls):7.3f} ms wall"
+    )
+
+    publisher = Heartbeat(recorder, interval_s=HEARTBEAT_S, using="default")
+
+    def reconnecting_tick() -> None:
+        publisher.publish_once()
+        publisher._close_connection()
+
+    publisher.publish_once()  # the first one creates the row and prunes
+    walls, cpus = timed(publisher.publish_once, args.calls)
+    cpu_tick = median(cpus)
+    print(f"heartbeat tick (as the thread):  {cpu_tick:7.3f} ms CPU  {median(walls):7.3f} ms wall")
+    walls, cpus = timed(reconnecting_tick, args.calls)
+    print(
+        f"  a reconnect per tick would be: {median(cpus):7.3f} ms CPU  {median(walls):7.3f} ms wall"
+    )
+    assert publisher.failures == 0, publisher.last_error
+    share = cpu_tick / (HEARTBEAT_S * 1000) * 100
+    print(
+        f"heartbeat CPU at HEARTBEAT_S={HEARTBEAT_S}: {share:.3f} % of one core per worker, "
+        f"{4 * share:.3f} % for 4 workers"
+    )
+
+    # The fleet: the same document under N instance ids, each last seen just now.
+    Instance.objects.all().delete()
+    now_ms = recorder.clock.wall_ms()
+    for n in range(args.instances):
+        instance = f"bench-{n}/{1000 + n}/{n:012x}"
+        copy = {
+            **doc,
+            "instance": instance,
+            "replica": f"bench-{n}",
+            "pid": 1000 + n,
+            "at_ms": now_ms,
+        }
+        instance_row(copy, HEARTBEAT_S).save()  # what the heartbeat upserts
+
+    def compute() -> dict[str, Any]:
+        return fleet.compute(now_ms=now_ms, using="default", lost_s=30.0, heartbeat_s=HEARTBEAT_S)
+
+    document = compute()
+    assert document["totals"]["instances"] == args.instances, document["totals"]["instances"]
+    assert document["totals"]["completed"] == args.instances * doc["serving"]["completed"]
+    walls, cpus = timed(compute, args.calls)
+    print(
+        f"fleet compute ({args.instances} instances):   {median(walls):7.3f} ms wall (a cache miss)"
+    )
+
+    rows_kib = (
+        sum(len(json.dumps(state)) for state in Instance.objects.values_list("state", flat=True))
+        / 1024
+    )
+    print(f"rows' state JSON: {rows_kib:.0f} KiB for {args.instances} instances")
+
+    def read_rows() -> list[Any]:
+        return list(Instance.objects.order_by("-last_seen").values_list(*fleet.FIELDS))
+
+    walls, _ = timed(read_rows, args.calls)
+    print(f"  of which query + JSON decode:  {median(walls):7.3f} ms wall")
+    states = [row[-1] for row in read_rows()]
+    walls, _ = timed(lambda: fleet.totals(states), args.calls)
+    print(f"  of which merge + percentiles:  {median(walls):7.3f} ms wall")
+
+    fleet.reset()
+    clock = time.monotonic
+
+    def cached() -> dict[str, Any]:
+        return fleet.fleet_document(
+            now_ms=now_ms, monotonic=clock(), using="default", lost_s=30.0, heartbeat_s=HEARTBEAT_S
+        )
+
+    cached()
+    walls, _ = timed(cached, args.calls)
+    print(f"fleet document, cached:          {median(walls):7.3f} ms wall")
+
+    _, secret = tokens.issue("bench-reader")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert client.get("/control/telemetry/v1/fleet").status_code == 200
+    walls, _ = timed(lambda: client.get("/control/telemetry/v1/fleet"), args.calls)
+    print(f"GET v1/fleet, cached:            {median(walls):7.3f} ms wall")
+    # Every request within a cache window is a hit; one per window per worker misses.
+    window_s = fleet.CACHE_FRACTION * HEARTBEAT_S
+    print(f"cache window: {window_s:.2f} s ({fleet.CACHE_FRACTION} x HEARTBEAT_S)")
+
+
+if __name__ == "__main__":
+    main()
