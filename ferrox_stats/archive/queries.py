@@ -177,6 +177,18 @@ class FinishedRequestQuerySet(QuerySet[Any]):
             return KeysetPage(entries, after)
         return KeysetPage(entries, CommitCursor(rows[-1][column]))
 
+    def committed_newest(self, limit: int) -> KeysetPage:
+        """The ``limit`` rows that became visible last, newest first, and the cursor a
+        poller of ``committed_after`` continues from so that it gets every row after them
+        (``None`` on an empty archive: it starts from the beginning, which is now)."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit!r}")
+        column = "commit_seq" if connections[self.db].vendor == "postgresql" else "id"
+        qs = self.filter(**{f"{column}__isnull": False})
+        rows = list(qs.order_by(f"-{column}").values(*ENTRY_COLUMNS, "commit_seq")[:limit])
+        entries = [_entry_with_id(row) for row in rows]
+        return KeysetPage(entries, CommitCursor(rows[0][column]) if rows else None)
+
     def _page(self, limit: int) -> KeysetPage:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit!r}")

@@ -1,13 +1,16 @@
-"""The staff dashboard: live counters, charts, the recent-requests table, history, drill-down.
+"""The staff dashboard: the fleet, this worker process, history, drill-down.
 
 | module | answers |
 |---|---|
 | ``display`` | how a value, a window or a request reads on the page ("—" when unmeasured) |
-| ``panels`` | which counters the dashboard shows and where each is in the admin-stats document |
+| ``fleet`` | what the fleet page shows from a ``v1/fleet`` document: counters, charts, instances |
+| ``panels`` | which counters the per-process page shows and where each is in admin-stats |
 | ``forms`` | the history view's filters and keyset cursor, parsed strictly |
-| ``views`` | the pages; every number comes from ``documents``, ``live`` or the archive queries |
+| ``views`` | the pages; numbers from ``documents``, ``fleet``, ``live`` or the archive queries |
 
-In ``static/ferrox_stats/``, ``dashboard.js`` polls and updates the page, ``format.js``
-formats the polled document with ``display``'s rules (so the server's first paint and
-the live updates read alike) and ``charts.js`` draws the time series with the vendored uPlot.
+In ``static/ferrox_stats/``, ``fleet.js`` polls the fleet page (``v1/fleet`` and the
+archive's tail), ``dashboard.js`` the per-process page (``admin/stats``); ``format.js``
+formats values with ``display``'s rules (so the server's first paint and the live
+updates read alike), ``rows.js`` builds table rows like the templates' and ``charts.js``
+draws the time series with the vendored uPlot.
 """

@@ -39,6 +39,11 @@ def _number(value: Any) -> int | float | None:
     return value
 
 
+def finite(value: Any) -> int | float | None:
+    """``value`` if it is a finite number (not a bool), else ``None``: a measurement or not."""
+    return _number(value)
+
+
 def _exponent(value: int | float) -> str:
     # Four significant digits, half away from zero on the exact value, as toExponential.
     return f"{_FOUR_DIGITS.create_decimal(value):.3e}"
@@ -148,6 +153,44 @@ def uptime(seconds: float | None) -> str:
     return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
+def milliseconds(seconds: float | None) -> str:
+    """A duration the fleet reports in seconds, read in milliseconds like the ring's."""
+    number = _number(seconds)
+    return EMPTY if number is None else decimal(number * 1000)
+
+
+def requests_over(distribution: Mapping[str, Any] | None) -> str:
+    """How many requests a fleet percentile is drawn from: ``"over 1,204 requests"``."""
+    if not isinstance(distribution, Mapping) or not _number(distribution.get("count")):
+        return "no finished requests"
+    return f"over {count(distribution['count'])} requests"
+
+
+def fleet_archive_state(accounting: Mapping[str, Any] | None) -> str:
+    """Why the fleet's archive counters read "—"."""
+    return "" if isinstance(accounting, Mapping) else "no archive reported"
+
+
+def unreadable_rows(skipped: int | None) -> str:
+    """Heartbeat rows the fleet document skipped (not a state document): said, never hidden."""
+    number = _number(skipped)
+    return "" if not number else f"{count(skipped)} heartbeat rows unreadable, skipped"
+
+
+# Below this a heartbeat's age reads to a tenth of a second: the interval is 2 s.
+TENTHS_BELOW = 10
+
+
+def age(seconds: float | None) -> str:
+    """How long ago: ``"1.4 s ago"``, ``"42 s ago"``, ``"12 min ago"``."""
+    number = _number(seconds)
+    if number is None:
+        return EMPTY
+    if abs(number) < TENTHS_BELOW:
+        return f"{decimal(number)} s ago"
+    return f"{uptime(number)} ago"
+
+
 FORMATS: dict[str, Callable[[Any], str]] = {
     "count": count,
     "decimal": decimal,
@@ -159,6 +202,11 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "archive_state": archive_state,
     "uptime": uptime,
     "text": text,
+    "milliseconds": milliseconds,
+    "requests_over": requests_over,
+    "fleet_archive_state": fleet_archive_state,
+    "age": age,
+    "unreadable_rows": unreadable_rows,
 }
 
 

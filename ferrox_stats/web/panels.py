@@ -1,4 +1,4 @@
-"""The dashboard's counters and charts: what each shows, and where its values are.
+"""The per-process page's counters and charts: what each shows, and where its values are.
 
 The template renders each counter with its ``path`` and ``fmt`` as data attributes;
 the page's script reads the same paths out of every poll and formats them by the
@@ -141,9 +141,12 @@ class Shown:
     note: str
 
 
-def render(document: Mapping[str, Any]) -> list[tuple[Group, list[Shown]]]:
-    """Every group's counters, formatted from an admin-stats document."""
-    return [(group, [_shown(counter, document) for counter in group.counters]) for group in GROUPS]
+def render(
+    document: Mapping[str, Any], groups: tuple[Group, ...] = GROUPS
+) -> list[tuple[Group, list[Shown]]]:
+    """Every group's counters, formatted from the document they are read from (an
+    admin-stats document for ``GROUPS``; the fleet page passes its own)."""
+    return [(group, [_shown(counter, document) for counter in group.counters]) for group in groups]
 
 
 def _shown(counter: Counter, document: Mapping[str, Any]) -> Shown:

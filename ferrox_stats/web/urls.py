@@ -13,6 +13,7 @@ app_name = "web"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
+    path("process/", views.process, name="process"),
     path("history/", views.history, name="history"),
     path("requests/<path:request_id>", views.request_detail, name="request-detail"),
 ]

@@ -1,10 +1,13 @@
-"""The dashboard's pages: live dashboard, history, one request.
+"""The dashboard's pages: the fleet, this worker process, history, one request.
 
-The live page needs ``access.DASHBOARD``; history and one request's page read the
-archive (client addresses, key labels) and need ``access.ARCHIVE``.
+The fleet page and the per-process page need ``access.DASHBOARD``; history and one
+request's page read the archive (client addresses, key labels) and need
+``access.ARCHIVE``, and so does the fleet page's recent-requests table (the archive's
+tail): without it the page says so in the table's place.
 
-HTML only: the numbers the page polls come from the API's ``admin-stats`` endpoint,
-and both build them with ``documents``, so the first paint and the polls agree.
+HTML only: the fleet page polls the API's ``fleet`` endpoint (and ``history`` with
+``order=committed``), the per-process page ``admin-stats``; each first paint is built
+by the same functions as the endpoint it polls, so the first paint and the polls agree.
 """
 
 from __future__ import annotations
@@ -15,27 +18,35 @@ from typing import Any, NamedTuple
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_safe
 
 from .. import access, documents, live
+from .. import fleet as fleet_state
 from ..archive.queries import Cursor, KeysetPage
-from ..conf import conf
-from ..models import FinishedRequest
-from . import display, panels
+from ..conf import DEFAULTS, conf
+from ..models import FinishedRequest, Instance
+from . import display, fleet, panels
 from .forms import NEWER, OLDER, HistoryForm
 
-# The page polls every POLL_INTERVAL_MS and asks for POLL_LIMIT rows (the API caps
-# it at MAX_PAGE); it keeps TABLE_ROWS rows and SERIES_POINTS chart points.
+# The pages poll every POLL_INTERVAL_MS; the per-process page asks for POLL_LIMIT ring
+# rows (the API caps it at MAX_PAGE); both keep TABLE_ROWS rows and SERIES_POINTS
+# chart points.
 POLL_INTERVAL_MS = 2000
 POLL_LIMIT = 100
 TABLE_ROWS = 200
 SERIES_POINTS = 300
 # Rows the first paint shows (at most MAX_PAGE, the most one ring page holds).
 FIRST_PAINT_ROWS = 50
+# The fleet page's tail asks for up to this many rows a poll (v1/history clamps it to
+# HISTORY_MAX_PAGE): 250 archived rows a second before the table falls behind, and says so.
+TAIL_LIMIT = 500
 HISTORY_ROWS = 50
+# The longest instance id a heartbeat row holds.
+_MAX_INSTANCE_ID = Instance._meta.get_field("instance").max_length or 0
 
 View = Callable[..., HttpResponse]
 
@@ -70,6 +81,88 @@ def requires(permission: str) -> Callable[[View], View]:
 @requires(access.DASHBOARD)
 @require_safe
 def dashboard(request: HttpRequest) -> HttpResponse:
+    """The fleet: every instance's last heartbeat, or one instance's (``?instance=``)."""
+    instance = request.GET.get("instance") or None
+    unknown = False
+    document: dict[str, Any] | None = None
+    try:
+        # No heartbeat row holds a longer id or a NUL (which PostgreSQL refuses).
+        if instance is not None and (len(instance) > _MAX_INSTANCE_ID or "\x00" in instance):
+            raise fleet_state.UnknownInstance(instance)
+        document = _fleet_document(instance)
+    except fleet_state.UnknownInstance:
+        unknown = True
+    except DatabaseError:
+        pass  # the page says so, and its polls retry
+    tail = _tail() if access.may(request.user, (access.ARCHIVE,)) else None
+    shown = fleet.view(document)
+    return render(
+        request,
+        "ferrox_stats/dashboard.html",
+        {
+            "document": document,
+            "shown": shown,
+            "overview": shown["derived"]["overview"],
+            "newest_age": display.age(shown["derived"]["overview"]["newest_age_s"]),
+            "unreadable": display.unreadable_rows(shown.get("unreadable")),
+            "relative_error": display.percent((document or {}).get("relative_error")),
+            "groups": panels.render(shown, fleet.GROUPS),
+            "instances": [
+                fleet.instance_row(wire) for wire in (document or {}).get("instances", [])
+            ],
+            "instance": instance,
+            "unknown": unknown,
+            "charts": fleet.CHARTS,
+            "tail": tail,
+            "poll": {
+                "interval_ms": POLL_INTERVAL_MS,
+                "tail_limit": TAIL_LIMIT,
+                "table_rows": TABLE_ROWS,
+                "series_points": SERIES_POINTS,
+            },
+        },
+        status=404 if unknown else 200,
+    )
+
+
+class Tail(NamedTuple):
+    rows: list[dict[str, Any]]  # display rows, newest first
+    cursor: str  # where the page's polls of the tail continue ("" from the start)
+    unavailable: bool  # the archive's database did not answer
+
+
+def _tail() -> Tail:
+    """The newest archived rows in commit order, and the cursor that follows them."""
+    try:
+        page = FinishedRequest.objects.using(conf.ARCHIVE_DATABASE).committed_newest(
+            FIRST_PAINT_ROWS
+        )
+    except DatabaseError:
+        # No cursor to continue from, and following from the archive's first row would
+        # show the oldest rows: the page says so and does not poll the tail.
+        return Tail([], "", True)
+    cursor = page.next_cursor.encode() if page.next_cursor else ""
+    return Tail([display.row(wire) for wire in page.entries], cursor, False)
+
+
+def _fleet_document(instance: str | None) -> dict[str, Any]:
+    """What ``v1/fleet`` answers now (``?instance=`` narrows its totals), from the same
+    per-process cache; raises ``fleet.UnknownInstance`` or what the database raised."""
+    clock = live.get_recorder().clock
+    return fleet_state.fleet_document(
+        now_ms=clock.wall_ms(),
+        monotonic=clock.monotonic(),
+        using=conf.ARCHIVE_DATABASE,
+        lost_s=conf.INSTANCE_LOST_S,
+        heartbeat_s=conf.HEARTBEAT_S or DEFAULTS["HEARTBEAT_S"],
+        instance=instance,
+    )
+
+
+@requires(access.DASHBOARD)
+@require_safe
+def process(request: HttpRequest) -> HttpResponse:
+    """This worker process only: its ring and its counters, as ``admin/stats`` reads them."""
     recorder = live.get_recorder()
     stats = recorder.stats
     # The newest rows the ring holds; the page's polls continue from next_cursor.
@@ -77,7 +170,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     document = documents.admin_stats(stats.since(first, FIRST_PAINT_ROWS), recorder.snapshot())
     return render(
         request,
-        "ferrox_stats/dashboard.html",
+        "ferrox_stats/process.html",
         {
             "document": document,
             "groups": panels.render(document),

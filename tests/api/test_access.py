@@ -77,6 +77,7 @@ ACCESS: dict[str, Access] = {
     "ferrox_stats:schema": Access(READ, "schema", EITHER),
     "ferrox_stats:docs": Access(READ, "docs", EITHER),
     "ferrox_stats:web:dashboard": Access(PAGE, None, LIVE),
+    "ferrox_stats:web:process": Access(PAGE, None, LIVE),
     "ferrox_stats:web:history": Access(PAGE, None, ARCHIVE),
     "ferrox_stats:web:request-detail": Access(PAGE, None, ARCHIVE),
 }

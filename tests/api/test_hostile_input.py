@@ -207,6 +207,7 @@ def test_hostile_bodies_are_refused_and_every_page_renders_afterwards(
             json.loads(response.content.decode("utf-8"), parse_constant=_no_constants)
     pages = [
         reverse("ferrox_stats:web:dashboard"),
+        reverse("ferrox_stats:web:process"),
         reverse("ferrox_stats:web:history"),
         reverse("ferrox_stats:web:request-detail", args=["edge-tiny-decode"]),
         reverse("admin:ferrox_stats_finishedrequest_changelist"),

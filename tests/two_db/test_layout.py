@@ -217,6 +217,19 @@ def test_the_dashboards_history_and_request_pages_read_telemetry(admin_client: C
     assert b"d1" in detail.content
 
 
+def test_the_fleet_page_reads_heartbeats_and_the_tail_from_telemetry(
+    admin_client: Client,
+) -> None:
+    from tests.states import save, state_doc
+
+    archive([make_record(request_id="tail-1")], using="telemetry")
+    save(state_doc("gpu-1/100/aaaaaaaaaaaa", completed=42), using="telemetry")
+    fleet = admin_client.get(f"{PREFIX}/dashboard/")
+    assert fleet.status_code == 200
+    assert b"tail-1" in fleet.content
+    assert b'data-instance="gpu-1/100/aaaaaaaaaaaa"' in fleet.content
+
+
 def test_the_admin_lists_changes_and_exports_on_telemetry(admin_client: Client) -> None:
     archive([make_record(request_id="a1")], using="telemetry")
     changelist = admin_client.get(reverse("admin:ferrox_stats_finishedrequest_changelist"))

@@ -23,6 +23,7 @@ from tests.conftest import grant
 
 PREFIX = "/control/telemetry"
 DASHBOARD = f"{PREFIX}/dashboard/"
+PROCESS = f"{PREFIX}/dashboard/process/"
 HISTORY = f"{PREFIX}/dashboard/history/"
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"

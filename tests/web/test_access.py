@@ -15,12 +15,17 @@ from django.urls import reverse
 from ferrox_stats import access, live
 from tests.conftest import grant
 from tests.factories import archive, make_record
-from tests.web.conftest import DASHBOARD, HISTORY, PREFIX, ROOT
+from tests.web.conftest import DASHBOARD, HISTORY, PREFIX, PROCESS, ROOT
 
 DETAIL = f"{PREFIX}/dashboard/requests/chatcmpl-1"
-PAGES = [DASHBOARD, HISTORY, DETAIL]
+PAGES = [DASHBOARD, PROCESS, HISTORY, DETAIL]
 # What each page needs: the archive's pages show client addresses and key labels.
-NEEDS = {DASHBOARD: access.DASHBOARD, HISTORY: access.ARCHIVE, DETAIL: access.ARCHIVE}
+NEEDS = {
+    DASHBOARD: access.DASHBOARD,
+    PROCESS: access.DASHBOARD,
+    HISTORY: access.ARCHIVE,
+    DETAIL: access.ARCHIVE,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +71,7 @@ def test_a_permission_granted_through_a_group_opens_its_pages_and_no_other(
 
 def test_a_superuser_sees_every_page(client: Client, django_user_model: Any) -> None:
     client.force_login(django_user_model.objects.create_superuser("root", "r@example.com"))
-    assert [client.get(url).status_code for url in PAGES] == [200, 200, 200]
+    assert [client.get(url).status_code for url in PAGES] == [200] * len(PAGES)
 
 
 @pytest.mark.parametrize("url", PAGES)
@@ -96,6 +101,7 @@ def test_the_pages_only_answer_reads(staff_client: Client, url: str) -> None:
     ("name", "args", "path"),
     [
         ("ferrox_stats:web:dashboard", [], "/control/telemetry/dashboard/"),
+        ("ferrox_stats:web:process", [], "/control/telemetry/dashboard/process/"),
         ("ferrox_stats:web:history", [], "/control/telemetry/dashboard/history/"),
         (
             "ferrox_stats:web:request-detail",
@@ -110,17 +116,22 @@ def test_the_pages_are_named_under_the_apps_namespace(
     assert reverse(name, args=args) == path
 
 
-def test_every_link_and_asset_resolves_under_the_prefix(staff_client: Client) -> None:
-    html = staff_client.get(DASHBOARD).content.decode()
+@pytest.mark.parametrize(("url", "script"), [(DASHBOARD, "fleet.js"), (PROCESS, "dashboard.js")])
+def test_every_link_and_asset_resolves_under_the_prefix(
+    staff_client: Client, url: str, script: str
+) -> None:
+    html = staff_client.get(url).content.decode()
     for href in (
         "/control/telemetry/dashboard/",
+        "/control/telemetry/dashboard/process/",
         "/control/telemetry/dashboard/history/",
         "/control/telemetry/v1/docs",
         "/admin/",
         "/static/ferrox_stats/dashboard.css",
         "/static/ferrox_stats/format.js",
         "/static/ferrox_stats/charts.js",
-        "/static/ferrox_stats/dashboard.js",
+        "/static/ferrox_stats/rows.js",
+        f"/static/ferrox_stats/{script}",
         "/static/ferrox_stats/vendor/uplot/uPlot.iife.min.js",
         "/static/ferrox_stats/vendor/uplot/uPlot.min.css",
     ):
@@ -132,6 +143,8 @@ def test_every_link_and_asset_resolves_under_the_prefix(staff_client: Client) ->
     [
         "ferrox_stats/dashboard.css",
         "ferrox_stats/dashboard.js",
+        "ferrox_stats/fleet.js",
+        "ferrox_stats/rows.js",
         "ferrox_stats/format.js",
         "ferrox_stats/charts.js",
         "ferrox_stats/vendor/uplot/uPlot.iife.min.js",
@@ -187,6 +200,6 @@ def test_the_readmes_upgrade_recipe_lets_the_staff_back_in(
     readme = (ROOT / "README.md").read_text()
     recipe = readme.split("**Upgrading**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     client.force_login(django_user_model.objects.create_user("old-hand", is_staff=True))
-    assert [client.get(url).status_code for url in PAGES] == [403, 403, 403]
+    assert [client.get(url).status_code for url in PAGES] == [403] * len(PAGES)
     exec(recipe, {})  # the README's own words, run as a host would paste them
-    assert [client.get(url).status_code for url in PAGES] == [200, 200, 200]
+    assert [client.get(url).status_code for url in PAGES] == [200] * len(PAGES)

@@ -7,10 +7,8 @@ Playwright's clock; nothing here sleeps to wait for the page.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +18,7 @@ from ferrox_stats import live
 from ferrox_stats.archive.writer import ArchiveWriter
 from ferrox_stats.web import display, views
 from tests.conftest import FakeClock
-from tests.web.conftest import DASHBOARD, HISTORY, ROOT, log_in, save_artifact
+from tests.web.conftest import HISTORY, PROCESS, log_in, save_artifact
 from tests.web.test_display import FORMAT_CASES
 from tests.web.traffic import Traffic
 
@@ -49,10 +47,10 @@ def polls_to(page: Any) -> list[str]:
 
 def open_paused(page: Any, user: str, at: datetime = T0) -> None:
     """Log in, then open the dashboard with its timers stopped until the test moves them."""
-    log_in(page, user, DASHBOARD)
+    log_in(page, user, PROCESS)
     page.clock.install(time=at)
     page.clock.pause_at(at + timedelta(seconds=1))
-    page.goto(DASHBOARD)
+    page.goto(PROCESS)
 
 
 def step(page: Any, ms: int = INTERVAL_MS) -> None:
@@ -106,7 +104,7 @@ def test_counters_and_rows_follow_traffic_and_drill_down_to_the_archive(
 ) -> None:
     writer = ArchiveWriter(instance=fresh_recorder.instance, autostart=False)
     fresh_recorder.sink = writer
-    log_in(page, "operator", DASHBOARD)
+    log_in(page, "operator", PROCESS)
     check = expect()
     check(value(page, "live.requests.completed")).to_have_text("0")
     check(page.locator("#fx-recent-empty")).to_be_visible()
@@ -284,10 +282,10 @@ def test_a_busy_dashboard_fits_a_laptop_and_a_wide_monitor(page: Any, browser_st
         traffic.play(30.0)  # the page opens on half a minute of history
         assert writer.drain(10.0)
         start = T0 + timedelta(seconds=30)
-        log_in(page, "operator", DASHBOARD)
+        log_in(page, "operator", PROCESS)
         page.clock.install(time=start)
         page.clock.pause_at(start + timedelta(milliseconds=1))
-        page.goto(DASHBOARD)
+        page.goto(PROCESS)
         for n in range(45):
             if n:  # the archive lags the ring by one poll, as a busy writer would
                 assert writer.drain(10.0)
@@ -303,9 +301,6 @@ def test_a_busy_dashboard_fits_a_laptop_and_a_wide_monitor(page: Any, browser_st
         # Nothing scrolls sideways on a laptop: every panel reflows to the width.
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         save_artifact(page, "dashboard-1440.png")
-        target = os.environ.get("FERROX_SCREENSHOT")
-        if target:
-            page.screenshot(path=str(ROOT / Path(target)), animations="disabled")
 
         page.set_viewport_size({"width": 1920, "height": 1080})
         step(page)

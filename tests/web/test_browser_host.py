@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from ferrox_stats import live
 from tests.factories import BASE_AT_MS, archive, make_record
-from tests.web.conftest import DASHBOARD, HISTORY, log_in, save_artifact
+from tests.web.conftest import DASHBOARD, HISTORY, PROCESS, log_in, save_artifact
 
 pytestmark = pytest.mark.browser
 
@@ -51,6 +51,7 @@ def overflows(page: Any) -> bool:
     ("url", "name", "rows"),
     [
         (DASHBOARD, "dashboard", "#fx-recent tbody tr"),
+        (PROCESS, "process", "#fx-recent tbody tr"),
         (HISTORY, "history", "#fx-history tbody tr"),
         (CHANGELIST, "changelist", "#result_list tbody tr"),
     ],
@@ -78,7 +79,7 @@ def test_polled_rows_read_in_the_projects_time_zone(
     with override_settings(FERROX_STATS={"REPLICA": "tz", "ARCHIVE_SINK": None}):
         live.reset()
     try:
-        log_in(page, "operator", DASHBOARD)
+        log_in(page, "operator", PROCESS)
         assert page.evaluate("ferroxFormat.timeZone") == "Europe/Berlin"
         # 2026-01-01 00:00:05 UTC is 01:00:05 in Berlin (CET).
         assert page.evaluate(f"ferroxFormat.clockTime(new Date({BASE_AT_MS + 5000}))") == (

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferrox_stats.web import display, panels
+from ferrox_stats.web import display, fleet, panels
 from tests.factories import BASE_AT_MS
 
 # The browser tests hold the page's script to the same cases.
@@ -62,6 +62,26 @@ FORMAT_CASES: list[tuple[str, Any, str]] = [
     ("text", None, "—"),
     ("text", "", "—"),
     ("text", "gpu-1", "gpu-1"),
+    ("milliseconds", None, "—"),
+    ("milliseconds", 0.62, "620.0"),
+    ("milliseconds", 0.00012, "0.1"),
+    ("milliseconds", 4.25, "4,250"),
+    ("milliseconds", 1e306, "—"),  # no longer finite in milliseconds
+    ("milliseconds", "0.5", "—"),
+    ("requests_over", None, "no finished requests"),
+    ("requests_over", {"count": 0, "p50": None}, "no finished requests"),
+    ("requests_over", {"count": 1204, "p50": 0.5}, "over 1,204 requests"),
+    ("fleet_archive_state", None, "no archive reported"),
+    ("fleet_archive_state", {"persisted": 3}, ""),
+    ("unreadable_rows", None, ""),
+    ("unreadable_rows", 0, ""),
+    ("unreadable_rows", 2, "2 heartbeat rows unreadable, skipped"),
+    ("age", None, "—"),
+    ("age", 0.84, "0.8 s ago"),
+    ("age", 9.94, "9.9 s ago"),
+    ("age", 42.5, "42 s ago"),
+    ("age", 750, "12 min ago"),
+    ("age", 1e20, "1.000e+20 s ago"),
 ]
 
 
@@ -85,7 +105,7 @@ def test_lookup_follows_a_dotted_path(path: str, value: Any) -> None:
 
 
 def test_every_counter_names_a_known_format() -> None:
-    for group in panels.GROUPS:
+    for group in (*panels.GROUPS, *fleet.GROUPS):
         for counter in group.counters:
             assert counter.fmt in display.FORMATS
             assert not counter.note_fmt or counter.note_fmt in display.FORMATS

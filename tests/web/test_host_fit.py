@@ -15,7 +15,7 @@ from django.utils import translation
 
 from ferrox_stats import live
 from tests.factories import BASE_AT_MS, archive, make_record
-from tests.web.conftest import DASHBOARD, HISTORY, PREFIX
+from tests.web.conftest import DASHBOARD, HISTORY, PREFIX, PROCESS
 from tests.web.html import table_rows
 
 # BASE_AT_MS is 2026-01-01 00:00:00 UTC: 01:00:00 in Berlin (CET, UTC+1); history
@@ -28,7 +28,7 @@ def icon_href(page: str) -> str:
     return href
 
 
-@pytest.mark.parametrize("url", [DASHBOARD, HISTORY])
+@pytest.mark.parametrize("url", [DASHBOARD, PROCESS, HISTORY])
 def test_the_pages_link_the_apps_own_favicon(
     staff_client: Client, recorder: live.Recorder, db: None, url: str
 ) -> None:
@@ -72,7 +72,8 @@ LOCALE = Path(__file__).resolve().parents[2] / "ferrox_stats" / "locale"
 @pytest.mark.parametrize(
     ("url", "german"),
     [
-        (DASHBOARD, ["Live-Telemetrie", "Letzte Anfragen", "In Bearbeitung", "Durchsatz"]),
+        (DASHBOARD, ["Flotten-Telemetrie", "Letzte Anfragen", "In Bearbeitung", "Instanzen"]),
+        (PROCESS, ["Nur dieser Worker-Prozess", "Letzte Anfragen", "In Bearbeitung", "Durchsatz"]),
         (HISTORY, ["Archivierte Anfragen", "Filter anwenden", "Von (UTC)"]),
     ],
 )
@@ -85,7 +86,8 @@ def test_the_pages_speak_german_when_german_is_active(
     assert '<html lang="de">' in page
     for text in german:
         assert text in page
-    assert "Live telemetry" not in page and "Apply filters" not in page
+    assert "Fleet telemetry" not in page and "Apply filters" not in page
+    assert "This worker process only" not in page
 
 
 def test_a_request_page_and_its_errors_speak_german(

@@ -7,7 +7,8 @@
 
   var f = window.ferroxFormat;
 
-  // Each chart's lines, by where their value is in the admin-stats document.
+  // Each chart's lines, by where their value is in the document the page polls: the
+  // admin-stats document on this process's page, v1/fleet on the fleet page.
   var CHARTS = {
     throughput: [
       { label: "decode", path: "live.throughput.decode_tps", color: "#2563eb" },
@@ -21,8 +22,29 @@
       { label: "p50", path: "summary.ttft_ms.p50", color: "#ea580c" },
       { label: "p95", path: "summary.ttft_ms.p95", color: "#ea580c", dash: [6, 4] },
     ],
+    // The fleet page's, from v1/fleet; its percentiles are in seconds, drawn in ms.
+    fleet_throughput: [
+      { label: "decode", path: "totals.decode_tps", color: "#2563eb" },
+      { label: "prefill", path: "totals.prefill_tps", color: "#0d9488" },
+    ],
+    fleet_duration: [
+      { label: "p50", path: "totals.latency.duration_s.p50", scale: 1000, color: "#7c3aed" },
+      { label: "p95", path: "totals.latency.duration_s.p95", scale: 1000, color: "#7c3aed", dash: [6, 4] },
+      { label: "p99", path: "totals.latency.duration_s.p99", scale: 1000, color: "#7c3aed", dash: [2, 3] },
+    ],
+    fleet_ttft: [
+      { label: "p50", path: "totals.latency.ttft_s.p50", scale: 1000, color: "#ea580c" },
+      { label: "p95", path: "totals.latency.ttft_s.p95", scale: 1000, color: "#ea580c", dash: [6, 4] },
+      { label: "p99", path: "totals.latency.ttft_s.p99", scale: 1000, color: "#ea580c", dash: [2, 3] },
+    ],
   };
   var HEIGHT = 200;
+
+  function valueOf(doc, line) {
+    var v = f.lookup(doc, line.path);
+    if (f.number(v) == null) return null; // a gap: nothing measured
+    return line.scale ? v * line.scale : v;
+  }
 
   function clockTime(seconds) {
     return f.clockTime(new Date(seconds * 1000));
@@ -84,7 +106,7 @@
   Chart.prototype.add = function (seconds, doc) {
     var data = this.data;
     data[0].push(seconds);
-    this.lines.forEach(function (line, i) { data[i + 1].push(f.lookup(doc, line.path)); });
+    this.lines.forEach(function (line, i) { data[i + 1].push(valueOf(doc, line)); });
     if (data[0].length > this.maxPoints) data.forEach(function (values) { values.shift(); });
     this.plot.setData(data);
     this.showLatest();

@@ -1,4 +1,4 @@
-/* The live dashboard: polls the admin-stats API and updates the server's first paint in place.
+/* This worker process only: polls the admin-stats API and updates the server's first paint in place.
  *
  * One poll per interval, never a catch-up burst: the next poll is scheduled only when
  * the last one has finished, so the page makes at most 60 / interval polls a minute
@@ -6,7 +6,8 @@
  * next tick. Polling stops while the tab is hidden and resumes with a poll when it
  * is shown again (unless the last one started less than an interval ago).
  *
- * Values are formatted by format.js (display.py's rules) and charted by charts.js.
+ * Values are formatted by format.js (display.py's rules), rows built by rows.js and
+ * charted by charts.js.
  */
 (function () {
   "use strict";
@@ -49,64 +50,15 @@
 
   // -- the recent-requests table -------------------------------------------------
 
-  function cell(tag, content, cls) {
-    var td = document.createElement(tag);
-    if (cls) td.className = cls;
-    if (content instanceof Node) td.appendChild(content);
-    else td.textContent = content;
-    return td;
-  }
+  var rows = window.ferroxRows;
 
   function rowFor(e) {
-    var tr = document.createElement("tr");
-    var kind = f.outcome(e);
-    tr.className = "fx-" + kind + " fx-new";
-    tr.dataset.seq = e.seq;
-
-    var time = document.createElement("time");
-    if (e.at_ms != null) {
-      var iso = new Date(e.at_ms).toISOString();
-      time.dateTime = iso;
-      time.textContent = clockTime(new Date(e.at_ms));
-    } else {
-      time.textContent = EMPTY;
-    }
-    tr.appendChild(cell("td", time, "fx-time"));
-
-    var id = cell("th", EMPTY, "fx-id");
-    id.scope = "row";
-    if (e.request_id) {
-      var link = document.createElement("a");
-      link.href = cfg.detailUrl.replace("REQUEST_ID", encodeURIComponent(e.request_id));
-      link.textContent = e.request_id;
-      id.textContent = "";
-      id.appendChild(link);
-    }
-    tr.appendChild(id);
-    tr.appendChild(cell("td", f.text(e.model)));
-    tr.appendChild(cell("td", f.text(e.route)));
-    tr.appendChild(cell("td", f.text(e.status), "fx-num"));
-    var badge = document.createElement("span");
-    badge.className = "fx-badge fx-badge-" + kind;
-    badge.textContent = kind === "aborted" ? "aborted: " + e.aborted : kind;
-    tr.appendChild(cell("td", badge));
-    tr.appendChild(cell("td", f.count(e.prompt_tokens) + " → " + f.count(e.completion_tokens), "fx-num"));
-    tr.appendChild(cell("td", f.decimal(e.ttft_ms), "fx-num"));
-    tr.appendChild(cell("td", f.decimal(e.duration_ms), "fx-num"));
-    tr.appendChild(cell("td", f.decimal(e.decode_tps), "fx-num"));
-    tr.appendChild(cell("td", f.text(e.replica)));
-    return tr;
+    return rows.request(e, cfg.detailUrl);
   }
 
   function markerRow(message) {
     // A break in the table where rows are missing or the ring changed.
-    var tr = document.createElement("tr");
-    tr.className = "fx-marker";
-    var td = document.createElement("td");
-    td.colSpan = tbody.closest("table").tHead.rows[0].cells.length;
-    td.textContent = message;
-    tr.appendChild(td);
-    return tr;
+    return rows.marker(tbody.closest("table"), message);
   }
 
   function prepend(rows) {

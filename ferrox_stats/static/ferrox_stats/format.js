@@ -79,6 +79,25 @@
       if (v == null) return "no archive sink in this process";
       return v.last_error ? "last error: " + v.last_error : "";
     },
+    milliseconds: function (v) {
+      // display.milliseconds: the fleet reports seconds; the page reads milliseconds.
+      return number(v) == null ? EMPTY : decimal(v * 1000);
+    },
+    requests_over: function (v) {
+      if (v == null || typeof v !== "object" || !number(v.count)) return "no finished requests";
+      return "over " + count(v.count) + " requests";
+    },
+    fleet_archive_state: function (v) {
+      return v != null && typeof v === "object" && !Array.isArray(v) ? "" : "no archive reported";
+    },
+    unreadable_rows: function (v) {
+      return number(v) ? count(v) + " heartbeat rows unreadable, skipped" : "";
+    },
+    age: function (v) {
+      if (number(v) == null) return EMPTY;
+      if (Math.abs(v) < 10) return decimal(v) + " s ago"; // display.TENTHS_BELOW
+      return FORMATS.uptime(v) + " ago";
+    },
     uptime: function (v) {
       if (number(v) == null) return EMPTY;
       if (Math.abs(v) >= 1e15) return exponent(v) + " s"; // display.EXPONENT_FROM
@@ -132,6 +151,7 @@
     decimal: decimal,
     grouped: grouped,
     lookup: lookup,
+    number: number,
     outcome: outcome,
     text: text,
     format: function (name, value) { return FORMATS[name](value); },

@@ -1,4 +1,4 @@
-"""The dashboard's first paint: counters, the embedded document, the recent rows."""
+"""The per-process page's first paint: counters, the embedded document, the ring's rows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ferrox_stats import documents, live
 from ferrox_stats.archive.writer import ArchiveWriter
 from ferrox_stats.web import panels, views
 from tests.conftest import FakeClock
-from tests.web.conftest import DASHBOARD, ROOT
+from tests.web.conftest import PROCESS, ROOT
 from tests.web.html import counters, embedded_json, table_rows
 
 # Values nothing measured on an idle process: they read "—", never "0".
@@ -29,7 +29,7 @@ UNMEASURED = (
 def test_an_idle_process_paints_dashes_for_what_nothing_measured(
     staff_client: Client, recorder: live.Recorder
 ) -> None:
-    shown = counters(staff_client.get(DASHBOARD).content.decode())
+    shown = counters(staff_client.get(PROCESS).content.decode())
     for path in UNMEASURED:
         assert shown[path] == "—", path
     # Counts start at 0: zero is a measurement.
@@ -46,7 +46,7 @@ def test_a_request_without_a_first_token_leaves_ttft_unmeasured(
     with recorder.track(route="/v1/chat/completions", model="m") as t:
         clock.advance(0.25)
         t.finish(status=503, error="EngineOverloaded")
-    shown = counters(staff_client.get(DASHBOARD).content.decode())
+    shown = counters(staff_client.get(PROCESS).content.decode())
     assert shown["summary.duration_ms.p95"] == "250.0"
     assert shown["summary.ttft_ms.p50"] == "—"
     assert shown["summary.ttft_mean_ms"] == "—"
@@ -67,7 +67,7 @@ def test_the_counters_show_what_was_measured(
     with recorder.track(model="m") as t:
         t.abort("timeout")
     recorder.track(model="m").begin()  # still in flight
-    shown = counters(staff_client.get(DASHBOARD).content.decode())
+    shown = counters(staff_client.get(PROCESS).content.decode())
     assert shown["live.requests.active"] == "1"
     assert shown["live.requests.completed"] == "1"
     assert shown["live.requests.aborts"] == "1"
@@ -86,7 +86,7 @@ def test_archive_health_is_shown_when_the_process_archives(
     for _ in range(3):
         with recorder.track(model="m") as t:
             t.finish(status=200)
-    html = staff_client.get(DASHBOARD).content.decode()
+    html = staff_client.get(PROCESS).content.decode()
     shown = counters(html)
     assert shown["live.archive.persisted"] == "0"
     assert shown["live.archive.pending"] == "1"
@@ -103,7 +103,7 @@ def test_the_embedded_document_is_the_admin_stats_document(
             clock.advance(0.2)
             t.tokens(completion=4)
             t.finish(status=200)
-    html = staff_client.get(DASHBOARD).content.decode()
+    html = staff_client.get(PROCESS).content.decode()
     expected = documents.admin_stats(recorder.stats.since(0, 50), recorder.snapshot())
     assert embedded_json(html, "fx-initial") == expected
     assert expected["next_cursor"] == 3
@@ -116,7 +116,7 @@ def test_the_first_paint_holds_the_newest_rows_newest_first(
     for n in range(total):
         with recorder.track(model="m", request_id=f"r-{n}") as t:
             t.finish(status=200)
-    html = staff_client.get(DASHBOARD).content.decode()
+    html = staff_client.get(PROCESS).content.decode()
     rows = table_rows(html)
     assert len(rows) == views.FIRST_PAINT_ROWS
     assert [row[1] for row in rows[:2]] == [f"r-{total - 1}", f"r-{total - 2}"]
@@ -136,7 +136,7 @@ def test_a_row_reads_like_the_table_header_says(
         t.finish(status=200, finish_reason="stop")
     with recorder.track(model="llama", request_id="chatcmpl-10") as t:
         t.abort("client_disconnect")
-    rows = table_rows(staff_client.get(DASHBOARD).content.decode())
+    rows = table_rows(staff_client.get(PROCESS).content.decode())
     assert rows == [
         ["00:00:00", "chatcmpl-10", "llama", "—", "—", "aborted: client_disconnect",
          "— → —", "—", "0.0", "—", "test-replica"],
@@ -148,7 +148,7 @@ def test_a_row_reads_like_the_table_header_says(
 def test_rows_link_to_their_detail_page(staff_client: Client, recorder: live.Recorder) -> None:
     with recorder.track(model="m", request_id="chatcmpl-a/b") as t:
         t.finish(status=200)
-    html = staff_client.get(DASHBOARD).content.decode()
+    html = staff_client.get(PROCESS).content.decode()
     assert 'href="/control/telemetry/dashboard/requests/chatcmpl-a/b"' in html
 
 
@@ -164,13 +164,13 @@ def test_rows_link_to_their_detail_page(staff_client: Client, recorder: live.Rec
 def test_the_page_tells_its_script_where_and_how_often_to_poll(
     staff_client: Client, recorder: live.Recorder, attribute: str, value: str
 ) -> None:
-    assert f'{attribute}="{value}"' in staff_client.get(DASHBOARD).content.decode()
+    assert f'{attribute}="{value}"' in staff_client.get(PROCESS).content.decode()
 
 
 def test_each_chart_has_an_element_and_lines_in_the_script(
     staff_client: Client, recorder: live.Recorder
 ) -> None:
-    html = staff_client.get(DASHBOARD).content.decode()
+    html = staff_client.get(PROCESS).content.decode()
     script = (ROOT / "ferrox_stats/static/ferrox_stats/charts.js").read_text()
     for chart in panels.CHARTS:
         assert f'id="fx-chart-{chart.key}"' in html
