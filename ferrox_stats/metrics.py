@@ -92,12 +92,15 @@ def _buckets(dist: Distribution, tops: list[int], names: list[str]) -> list[tupl
     return buckets
 
 
+Series = Iterable[tuple[list[str], Distribution]]
+
+
 def _histogram(
     name: str,
     documentation: str,
     unit_bounds: tuple[list[int], list[str]],
     labels: list[str],
-    series: Iterable[tuple[list[str], Distribution]],
+    series: Series,
 ) -> HistogramMetricFamily:
     family = HistogramMetricFamily(name, documentation, labels=labels)
     tops, names = unit_bounds
@@ -106,15 +109,71 @@ def _histogram(
     return family
 
 
+def _histogram_text(
+    name: str,
+    documentation: str,
+    unit_bounds: tuple[list[int], list[str]],
+    labels: list[str],
+    series: Series,
+) -> str:
+    """The family ``_histogram`` builds, in the text format ``generate_latest`` writes.
+
+    Written here because the histograms are nearly every sample of a scrape, and
+    ``generate_latest`` formats each sample on its own (its labels escaped, its value
+    through ``floatToGoString``): about 7 µs a sample, 45 ms for a host of 30 cells.
+    Here a series' labels are escaped once and its buckets joined. A test holds this to
+    what ``generate_latest`` writes for the same family, sample by sample.
+    """
+    tops, names = unit_bounds
+    help_text = documentation.replace("\\", r"\\").replace("\n", r"\n")
+    out = [f"# HELP {name} {help_text}\n# TYPE {name} histogram\n"]
+    for values, dist in series:
+        labelled = ",".join(
+            f'{label}="{_label_value(value)}"' for label, value in zip(labels, values, strict=True)
+        )
+        bucket = f'{name}_bucket{{{labelled},le="'
+        out.extend([f'{bucket}{le}"}} {count}\n' for le, count in _buckets(dist, tops, names)])
+        out.append(f"{name}_count{{{labelled}}} {dist.count}\n")
+        out.append(f"{name}_sum{{{labelled}}} {floatToGoString(dist.total)}\n")  # type: ignore[no-untyped-call]
+    return "".join(out)
+
+
+def _label_value(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
 class HostCollector(Collector):
     """The families of one ``HostTotals`` (read before: ``collect`` does no I/O)."""
 
     def __init__(
-        self, totals: HostTotals, families: Iterable[str] = ("otel",), prefix: str = "vllm"
+        self,
+        totals: HostTotals,
+        families: Iterable[str] = ("otel",),
+        prefix: str = "vllm",
+        *,
+        histograms_as_text: list[str] | None = None,
     ) -> None:
         self.totals = totals
         self.families = frozenset(families)
         self.prefix = prefix
+        # Given a list, the histogram families are written into it as text (see
+        # ``_histogram_text``) instead of collected.
+        self.histograms_as_text = histograms_as_text
+
+    def _histogram(
+        self,
+        name: str,
+        documentation: str,
+        unit_bounds: tuple[list[int], list[str]],
+        labels: list[str],
+        series: Series,
+    ) -> Iterator[Metric]:
+        if self.histograms_as_text is None:
+            yield _histogram(name, documentation, unit_bounds, labels, series)
+        else:
+            self.histograms_as_text.append(
+                _histogram_text(name, documentation, unit_bounds, labels, series)
+            )
 
     def describe(self) -> Iterable[Metric]:
         # Names only, no data: registration never reads the host's state.
@@ -133,7 +192,7 @@ class HostCollector(Collector):
         self, state: Mapping[str, Any], cells: Mapping[tuple[str, str, str], Cell]
     ) -> Iterator[Metric]:
         keys = sorted(cells)
-        yield _histogram(
+        yield from self._histogram(
             "gen_ai_server_request_duration_seconds",
             "Time from the request to its last byte "
             "(OpenTelemetry gen_ai.server.request.duration).",
@@ -141,14 +200,14 @@ class HostCollector(Collector):
             LABELS,
             ((list(key), cells[key].duration) for key in keys),
         )
-        yield _histogram(
+        yield from self._histogram(
             "gen_ai_server_time_to_first_token_seconds",
             "Time to the first output token (OpenTelemetry gen_ai.server.time_to_first_token).",
             DURATION,
             LABELS,
             ((list(key), cells[key].ttft) for key in keys),
         )
-        yield _histogram(
+        yield from self._histogram(
             "gen_ai_server_time_per_output_token_seconds",
             "Decode time per output token after the first "
             "(OpenTelemetry gen_ai.server.time_per_output_token).",
@@ -156,16 +215,18 @@ class HostCollector(Collector):
             LABELS,
             ((list(key), cells[key].tpot) for key in keys),
         )
-        usage = HistogramMetricFamily(
+        yield from self._histogram(
             "gen_ai_client_token_usage",
             "Tokens per request by type, input or output "
             "(OpenTelemetry gen_ai.client.token.usage).",
-            labels=[*LABELS, TOKEN_TYPE],
+            TOKENS,
+            [*LABELS, TOKEN_TYPE],
+            (
+                ([*key, kind], dist)
+                for key in keys
+                for kind, dist in (("input", cells[key].input), ("output", cells[key].output))
+            ),
         )
-        for key in keys:
-            for kind, dist in (("input", cells[key].input), ("output", cells[key].output)):
-                usage.add_metric([*key, kind], _buckets(dist, *TOKENS), dist.total)
-        yield usage
 
         requests = CounterMetricFamily("ferrox_stats_requests", "Finished requests.", labels=LABELS)
         for key in keys:
@@ -268,7 +329,7 @@ class HostCollector(Collector):
             ("time_to_first_token_seconds", "ttft", "Time to the first token."),
             ("time_per_output_token_seconds", "tpot", "Time per output token after the first."),
         ):
-            yield _histogram(
+            yield from self._histogram(
                 f"{p}:{name}", text, DURATION, label, (([m], merged[kind][m]) for m in models)
             )
         for name, field, text in (
@@ -306,9 +367,18 @@ def _measured(name: str, documentation: str, value: float | None) -> Iterator[Me
 
 def exposition(totals: HostTotals) -> bytes:
     """``totals`` in the text format, in the families the settings name."""
+    histograms: list[str] = []
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(HostCollector(totals, conf.METRICS_FAMILIES, conf.METRICS_VLLM_PREFIX))
-    return generate_latest(registry)
+    registry.register(
+        HostCollector(
+            totals,
+            conf.METRICS_FAMILIES,
+            conf.METRICS_VLLM_PREFIX,
+            histograms_as_text=histograms,
+        )
+    )
+    rest = generate_latest(registry)  # collects: fills ``histograms`` on the way
+    return "".join(histograms).encode() + rest
 
 
 def scrape() -> bytes:

@@ -255,6 +255,38 @@ def test_the_vllm_family_by_model_name_with_its_prefix() -> None:
     assert value(text, "engine:generation_tokens_total", model_name="b") == 2
 
 
+@pytest.mark.parametrize("chosen", [("otel",), ("vllm",), ("otel", "vllm")])
+def test_the_written_histograms_are_what_prometheus_client_writes(
+    settings: Any, chosen: tuple[str, ...]
+) -> None:
+    """``exposition`` writes the histograms itself (``_histogram_text``, for speed): the
+    same families and samples as ``generate_latest`` over the collector, hostile label
+    values included."""
+    settings.FERROX_STATS = {
+        **settings.FERROX_STATS,
+        "METRICS_FAMILIES": list(chosen),
+        "METRICS_VLLM_PREFIX": "engine",
+    }
+    records = [
+        make_record(model='q"uote\\back\nline', route="/v1/chat/completions"),
+        make_record(model="ünïcødé", route="r", duration_ms=0.0, ttft_ms=None),
+        make_record(model="m", route="r", error="boom", completion_tokens=1_000_000),
+        make_record(model="m", route="r", aborted="client_disconnect", decode_ms=None),
+        make_record(model="m", route="r", duration_ms=123_456_789.5, prompt_tokens=0),
+    ]
+    totals = totals_of(*records, archive=True, pool_occupancy=0.5, queue_depth=3)
+
+    def parsed(text: str | bytes) -> dict[str, list[tuple[str, list[tuple[str, str]], float]]]:
+        return {
+            name: sorted((s.name, sorted(s.labels.items()), s.value) for s in family.samples)
+            for name, family in families(text).items()
+        }
+
+    written = metrics.exposition(totals)
+    assert parsed(written) == parsed(expose(totals, chosen, "engine"))
+    assert '="q\\"uote\\\\back\\nline"' in written.decode()
+
+
 # -- the endpoint --------------------------------------------------------------------------
 
 
