@@ -29,7 +29,6 @@ publisher's own lock is held across I/O, and only the publisher's threads take i
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -78,16 +77,12 @@ def instance_row(doc: dict[str, Any], heartbeat_s: float) -> Any:
     )
 
 
-def _host_publish() -> Callable[[dict[str, Any]], object] | None:
-    # ``host_state`` (the /metrics files) is another part of issue 10 (branch
-    # fleet-metrics). Looked up at each tick, so a tree without it still heartbeats to
-    # the database; once it is there, every tick feeds it.
-    try:
-        module = importlib.import_module("ferrox_stats.host_state")
-    except ImportError:
-        return None
-    publish = getattr(module, "publish", None)
-    return publish if callable(publish) else None
+def _host_publish() -> Callable[[dict[str, Any]], object]:
+    """``host_state.publish`` (the /metrics files), imported when first used:
+    ``host_state`` imports ``state``, which imports ``live``, which starts heartbeats."""
+    from .host_state import publish
+
+    return publish
 
 
 class Heartbeat:
@@ -156,11 +151,8 @@ class Heartbeat:
             return True
 
     def _publish_to_host(self, doc: dict[str, Any]) -> None:
-        publish = _host_publish()
-        if publish is None:
-            return
         try:
-            publish(doc)
+            _host_publish()(doc)
         except Exception:
             self.host_failures += 1
             if self.host_failures == 1:
