@@ -396,6 +396,29 @@ def fleet_document(
     return document
 
 
+def current(instance: str | None = None) -> dict[str, Any]:
+    """What ``v1/fleet`` answers now, by the settings and this process's clock (the
+    API's view and the dashboard's first paint share it, and its cache). Raises
+    ``UnknownInstance`` for an ``instance`` with no row, or what the database raised."""
+    from . import live
+    from .conf import DEFAULTS, conf
+    from .models import Instance
+
+    longest = Instance._meta.get_field("instance").max_length or 0
+    if instance is not None and (len(instance) > longest or "\x00" in instance):
+        # No row can hold it (and PostgreSQL refuses NUL in a parameter): no query.
+        raise UnknownInstance(instance)
+    clock = live.get_recorder().clock
+    return fleet_document(
+        now_ms=clock.wall_ms(),
+        monotonic=clock.monotonic(),
+        using=conf.ARCHIVE_DATABASE,
+        lost_s=conf.INSTANCE_LOST_S,
+        heartbeat_s=conf.HEARTBEAT_S or DEFAULTS["HEARTBEAT_S"],
+        instance=instance,
+    )
+
+
 def reset() -> None:
     """Forget the cached documents (tests)."""
     with _cache_lock:

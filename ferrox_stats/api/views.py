@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from .. import access, documents, fleet, live
 from ..archive import export
 from ..archive.queries import CommitCursor, Cursor
-from ..conf import DEFAULTS, conf
+from ..conf import conf
 from ..ingest import ACCEPTED, DUPLICATE, REJECTED, describe_name, ingest, string_problem
 from ..models import ApiToken, FinishedRequest
 from . import errors, serializers
@@ -137,19 +137,8 @@ class FleetView(FerroxView):
     def get(self, request: Request) -> Response:
         only_known(request, ["instance"])
         instance = request.query_params.get("instance") or None
-        if instance is not None and string_problem("instance", instance, 255) is not None:
-            # No instance id can hold it (and PostgreSQL refuses NUL in a parameter).
-            raise NotFound("No instance with this id has a heartbeat.")
-        clock = live.get_recorder().clock
         try:
-            document = fleet.fleet_document(
-                now_ms=clock.wall_ms(),
-                monotonic=clock.monotonic(),
-                using=conf.ARCHIVE_DATABASE,
-                lost_s=conf.INSTANCE_LOST_S,
-                heartbeat_s=conf.HEARTBEAT_S or DEFAULTS["HEARTBEAT_S"],
-                instance=instance,
-            )
+            document = fleet.current(instance)
         except fleet.UnknownInstance:
             raise NotFound("No instance with this id has a heartbeat.") from None
         return Response(document)

@@ -27,8 +27,8 @@ from django.views.decorators.http import require_safe
 from .. import access, documents, live
 from .. import fleet as fleet_state
 from ..archive.queries import Cursor, KeysetPage
-from ..conf import DEFAULTS, conf
-from ..models import FinishedRequest, Instance
+from ..conf import conf
+from ..models import FinishedRequest
 from . import display, fleet, panels
 from .forms import NEWER, OLDER, HistoryForm
 
@@ -45,8 +45,6 @@ FIRST_PAINT_ROWS = 50
 # HISTORY_MAX_PAGE): 250 archived rows a second before the table falls behind, and says so.
 TAIL_LIMIT = 500
 HISTORY_ROWS = 50
-# The longest instance id a heartbeat row holds.
-_MAX_INSTANCE_ID = Instance._meta.get_field("instance").max_length or 0
 
 View = Callable[..., HttpResponse]
 
@@ -86,10 +84,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     unknown = False
     document: dict[str, Any] | None = None
     try:
-        # No heartbeat row holds a longer id or a NUL (which PostgreSQL refuses).
-        if instance is not None and (len(instance) > _MAX_INSTANCE_ID or "\x00" in instance):
-            raise fleet_state.UnknownInstance(instance)
-        document = _fleet_document(instance)
+        document = fleet_state.current(instance)
     except fleet_state.UnknownInstance:
         unknown = True
     except DatabaseError:
@@ -143,20 +138,6 @@ def _tail() -> Tail:
         return Tail([], "", True)
     cursor = page.next_cursor.encode() if page.next_cursor else ""
     return Tail([display.row(wire) for wire in page.entries], cursor, False)
-
-
-def _fleet_document(instance: str | None) -> dict[str, Any]:
-    """What ``v1/fleet`` answers now (``?instance=`` narrows its totals), from the same
-    per-process cache; raises ``fleet.UnknownInstance`` or what the database raised."""
-    clock = live.get_recorder().clock
-    return fleet_state.fleet_document(
-        now_ms=clock.wall_ms(),
-        monotonic=clock.monotonic(),
-        using=conf.ARCHIVE_DATABASE,
-        lost_s=conf.INSTANCE_LOST_S,
-        heartbeat_s=conf.HEARTBEAT_S or DEFAULTS["HEARTBEAT_S"],
-        instance=instance,
-    )
 
 
 @requires(access.DASHBOARD)

@@ -207,7 +207,7 @@ def test_with_the_database_down_the_page_still_paints_and_says_so(
     def unavailable(instance: str | None) -> dict[str, Any]:
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(views, "_fleet_document", unavailable)
+    monkeypatch.setattr(fleet_state, "current", unavailable)
     response = staff_client.get(DASHBOARD)
     assert response.status_code == 200
     html = response.content.decode()
