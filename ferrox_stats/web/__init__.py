@@ -9,7 +9,8 @@
 | ``views`` | the pages; numbers from ``documents``, ``fleet``, ``live`` or the archive queries |
 
 In ``static/ferrox_stats/``, ``fleet.js`` polls the fleet page (``v1/fleet`` and the
-archive's tail), ``dashboard.js`` the per-process page (``admin/stats``); ``format.js``
+archive's tail), ``dashboard.js`` the per-process page (``admin/stats``), both with
+``poller.js``'s loop (one poll per interval, paused while hidden); ``format.js``
 formats values with ``display``'s rules (so the server's first paint and the live
 updates read alike), ``rows.js`` builds table rows like the templates' and ``charts.js``
 draws the time series with the vendored uPlot.

@@ -10,15 +10,14 @@
  *
  * The recent-requests table follows v1/history?order=committed from the cursor the
  * server's first paint ends at: every archived row once, newest on top, at most
- * table-rows rows. One tick per interval makes at most one poll of each, never a
- * catch-up burst; polling stops while the tab is hidden, as on the per-process page.
+ * table-rows rows. One tick per interval makes at most one poll of each (poller.js's
+ * loop, as on the per-process page).
  */
 (function () {
   "use strict";
 
   var f = window.ferroxFormat;
   var rows = window.ferroxRows;
-  var EMPTY = f.EMPTY;
 
   var root = document.getElementById("fx-dashboard");
   var initial = document.getElementById("fx-initial");
@@ -35,14 +34,11 @@
     tableRows: Number(root.dataset.tableRows) || 200,
     seriesPoints: Number(root.dataset.seriesPoints) || 300,
   };
-  var clockTime = f.clockTime;
   var recent = document.getElementById("fx-recent");
   var recentBody = recent.tBodies[0];
   var recentEmpty = document.getElementById("fx-recent-empty");
   var instancesBody = document.getElementById("fx-instances").tBodies[0];
   var instancesEmpty = document.getElementById("fx-instances-empty");
-  var status = document.getElementById("fx-poll-status");
-  var noticeList = document.getElementById("fx-notice-list");
 
   // -- what the page reads its paths from: fleet.view in web/fleet.py ------------------------
 
@@ -67,18 +63,6 @@
 
   // -- counters and instances ------------------------------------------------------------
 
-  function renderCounters(shown) {
-    var nodes = root.querySelectorAll("[data-path][data-format]");
-    for (var i = 0; i < nodes.length; i++) {
-      var node = nodes[i];
-      var text = f.format(node.dataset.format, f.lookup(shown, node.dataset.path));
-      // Unchanged values are left alone, so the live region announces only changes.
-      if (node.textContent !== text) node.textContent = text;
-      var holder = node.parentNode;
-      if (holder.classList.contains("fx-value")) holder.classList.toggle("fx-unmeasured", text === EMPTY);
-    }
-  }
-
   function renderInstances(doc) {
     var list = Array.isArray(doc.instances) ? doc.instances : [];
     var fresh = document.createDocumentFragment();
@@ -91,28 +75,14 @@
     instancesEmpty.hidden = instancesBody.rows.length > 0;
   }
 
-  // -- notices ------------------------------------------------------------------------------
-
-  function notice(kind, message) {
-    var li = document.createElement("li");
-    li.className = "fx-notice-" + kind;
-    var when = document.createElement("time");
-    var now = new Date();
-    when.dateTime = now.toISOString();
-    when.textContent = clockTime(now) + " " + f.timeZone;
-    li.appendChild(when);
-    li.appendChild(document.createTextNode(" " + message));
-    noticeList.insertBefore(li, noticeList.firstChild);
-    while (noticeList.children.length > 3) noticeList.removeChild(noticeList.lastChild);
-  }
-
-  function setStatus(state, message) {
-    root.dataset.pollState = state;
-    if (status) {
-      status.dataset.state = state;
-      status.textContent = message;
-    }
-  }
+  var loop = window.ferroxPoller.poller({
+    root: root,
+    status: document.getElementById("fx-poll-status"),
+    noticeList: document.getElementById("fx-notice-list"),
+    intervalMs: cfg.intervalMs,
+    poll: poll,
+  });
+  var notice = loop.notice;
 
   // -- applying a fleet document -----------------------------------------------------------------
 
@@ -123,10 +93,6 @@
     ignored: 0, // answers older than the screen, not drawn
     tailCursor: root.dataset.tailCursor || "",
     tailBehind: false,
-    timer: null,
-    inFlight: false,
-    failing: false,
-    lastStart: -Infinity,
   };
 
   function liveIds(doc) {
@@ -166,7 +132,7 @@
         ". The totals sum live instances only; see the instances table.");
     }
     var shown = view(doc);
-    renderCounters(shown);
+    window.ferroxPoller.renderCounters(root, shown);
     renderInstances(doc);
     charts.add(shown);
     remember(doc);
@@ -195,22 +161,8 @@
   // -- polling -------------------------------------------------------------------------------
 
   function get(url) {
-    return fetch(url, {
-      credentials: "same-origin",
-      cache: "no-store",
-      headers: { Accept: "application/json" },
-    }).then(function (response) {
-      if (!response.ok) {
-        var reason = response.status === 401 || response.status === 403
-          ? "your staff session may have ended; reload the page to log in again"
-          : response.status === 503
-            ? "the database is unavailable (503)"
-            : response.status === 404 && cfg.instance
-              ? "no instance with this id has a heartbeat (404)"
-              : "the server answered " + response.status;
-        throw new Error(reason);
-      }
-      return response.json();
+    return window.ferroxPoller.getJson(url, function (status) {
+      return status === 404 && cfg.instance ? "no instance with this id has a heartbeat (404)" : null;
     });
   }
 
@@ -233,60 +185,11 @@
     });
   }
 
-  function schedule(delay) {
-    clearTimeout(state.timer);
-    state.timer = setTimeout(tick, delay);
-  }
-
-  function paused() {
-    setStatus("paused", "Paused while this tab is hidden");
-  }
-
-  function tick() {
-    state.timer = null;
-    if (state.inFlight) return;
-    if (document.hidden) return paused();
-    state.inFlight = true;
-    state.lastStart = Date.now();
-    setStatus("polling", status ? status.textContent : "");
-    poll()
-      .then(function () {
-        return "Live · updated " + clockTime(new Date()) + " " + f.timeZone;
-      })
-      .catch(function (error) {
-        return "Poll failed: " + (error && error.message ? error.message : "network error") +
-          " · retrying every " + cfg.intervalMs / 1000 + " s";
-      })
-      .then(function (message) {
-        state.inFlight = false;
-        var failed = message.indexOf("Poll failed") === 0;
-        if (failed && !state.failing) notice("error", message);
-        state.failing = failed;
-        if (document.hidden) return paused();
-        // Scheduled before the state reads idle, so an observer of "idle" sees the next tick queued.
-        schedule(cfg.intervalMs);
-        setStatus(failed ? "error" : "idle", message);
-      });
-  }
-
-  document.addEventListener("visibilitychange", function () {
-    if (document.hidden) {
-      clearTimeout(state.timer);
-      state.timer = null;
-      if (!state.inFlight) paused();
-    } else if (!state.inFlight) {
-      var wait = state.lastStart + cfg.intervalMs - Date.now();
-      if (wait > 0) schedule(wait);
-      else tick();
-    }
-  });
-
   var first = JSON.parse(initial.textContent);
   var charts = window.ferroxCharts.start(cfg.seriesPoints);
   if (first && first.totals) {
     charts.add(first);
     remember(first);
   }
-  if (document.hidden) paused();
-  else schedule(cfg.intervalMs);
+  loop.start();
 })();
