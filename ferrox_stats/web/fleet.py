@@ -21,6 +21,27 @@ __all__ = ["CHARTS", "GROUPS", "STATES", "instance_row", "overview", "view"]
 # The states a reader gives an instance from its heartbeat's age and its shutdown mark.
 STATES = ("live", "stale", "lost", "stopped")
 
+
+def _percentiles(title: Any, key: str) -> Group:
+    """p50, p95 and p99 of one merged latency distribution (seconds, shown in ms)."""
+    path = f"totals.latency.{key}"
+    return Group(
+        title,
+        (
+            Counter(
+                _("p50"),
+                f"{path}.p50",
+                "milliseconds",
+                "ms",
+                note_path=path,
+                note_fmt="requests_over",
+            ),
+            Counter(_("p95"), f"{path}.p95", "milliseconds", "ms"),
+            Counter(_("p99"), f"{path}.p99", "milliseconds", "ms"),
+        ),
+    )
+
+
 # Ordered so that on a laptop the groups fill two rows: nine counters, then eight.
 GROUPS = (
     Group(
@@ -37,36 +58,8 @@ GROUPS = (
             ),
         ),
     ),
-    Group(
-        _("Duration"),
-        (
-            Counter(
-                _("p50"),
-                "totals.latency.duration_s.p50",
-                "milliseconds",
-                "ms",
-                note_path="totals.latency.duration_s",
-                note_fmt="requests_over",
-            ),
-            Counter(_("p95"), "totals.latency.duration_s.p95", "milliseconds", "ms"),
-            Counter(_("p99"), "totals.latency.duration_s.p99", "milliseconds", "ms"),
-        ),
-    ),
-    Group(
-        _("Time to first token"),
-        (
-            Counter(
-                _("p50"),
-                "totals.latency.ttft_s.p50",
-                "milliseconds",
-                "ms",
-                note_path="totals.latency.ttft_s",
-                note_fmt="requests_over",
-            ),
-            Counter(_("p95"), "totals.latency.ttft_s.p95", "milliseconds", "ms"),
-            Counter(_("p99"), "totals.latency.ttft_s.p99", "milliseconds", "ms"),
-        ),
-    ),
+    _percentiles(_("Duration"), "duration_s"),
+    _percentiles(_("Time to first token"), "ttft_s"),
     Group(
         _("Throughput"),
         (
