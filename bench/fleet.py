@@ -5,11 +5,14 @@ outcome, latencies spread over four decades) so its state document carries a bre
 like a busy worker's. Then, each call timed on its own, the median reported:
 
 - ``heartbeat tick``: ``Heartbeat.publish_once()``, as the thread does every
-  HEARTBEAT_S on its kept connection: the state document, the row's folded copy, the
-  upsert (one INSERT … ON CONFLICT). CPU time (``time.process_time``, this process
-  only: the PostgreSQL backend's share is not in it) and wall time. From the CPU per
-  tick, the share of one core at HEARTBEAT_S = 2 s for one worker and for 4.
-- the same tick closing its connection after each (what a reconnect per tick costs).
+  HEARTBEAT_S on its kept connection, and its parts, each timed on its own: the state
+  document (``process_state``), the host's file for ``/metrics`` (``host_state.publish``:
+  JSON and an atomic replace), the row (its encoding and one INSERT … ON CONFLICT).
+  CPU time (``time.process_time``, this process only: the PostgreSQL backend's share is
+  not in it) and wall time. Then the tick with the records of ``--rate`` requests/s
+  over one HEARTBEAT_S queued before it (``Breakdown.observe`` only queues them; the
+  tick's ``process_state`` folds them): the tick at that rate, fold included. From the
+  CPU per tick, the share of one core at HEARTBEAT_S = 2 s for one worker and for 4.
 - ``fleet compute``: ``fleet.compute()`` over ``--instances`` rows of such documents
   (read, JSON decode, merge, percentiles): the cost of a cache miss. Split into the
   query with its JSON decode, and the merge.
@@ -20,13 +23,15 @@ like a busy worker's. Then, each call timed on its own, the median reported:
 The script creates (and finally drops) its own database on the local PostgreSQL.
 Run from the repo root::
 
-    PYTHONPATH=. python bench/fleet.py [--instances 64 --records 20000 --calls 200]
+    PYTHONPATH=.:bench python bench/fleet.py [--labels 5x3 --rate 500 --instances 64
+        --records 20000 --calls 50 --database ferrox_bench_fleet]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -105,14 +110,22 @@ def main() -> None:
         default="1x2",
         help="models x routes fed: 1x2 (one model behind chat and completions), 5x3 (busy)",
     )
+    parser.add_argument(
+        "--rate", type=int, default=500, help="requests/s per worker whose records a tick folds"
+    )
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
+    parser.add_argument("--database", default=DATABASE, help="created, and dropped at the end")
     args = parser.parse_args()
 
-    create_database(args.server, DATABASE)
+    create_database(args.server, args.database)
     try:
         run(args)
     finally:
-        drop_database(args.server, DATABASE)
+        drop_database(args.server, args.database)
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{n:.2f}" for n in os.getloadavg())
 
 
 def run(args: argparse.Namespace) -> None:
@@ -125,7 +138,7 @@ def run(args: argparse.Namespace) -> None:
 
     from ferrox_stats import fleet, live, tokens
     from ferrox_stats.archive.writer import ArchiveWriter
-    from ferrox_stats.heartbeat import Heartbeat, instance_row
+    from ferrox_stats.heartbeat import instance_row
     from ferrox_stats.models import Instance
     from ferrox_stats.state import process_state
 
@@ -137,7 +150,7 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"python {platform.python_version()}, psycopg {psycopg.__version__}, "
         f"PostgreSQL {pg_major}, commit {commit}, {args.records} records fed, "
-        f"{args.instances} instances, {args.calls} calls each (median)"
+        f"{args.instances} instances, {args.calls} calls each (median), {load()}"
     )
 
     n_models, n_routes = (int(n) for n in args.labels.split("x"))
@@ -153,31 +166,7 @@ def run(args: argparse.Namespace) -> None:
         f"({n_models} models x {n_routes} routes x outcomes); the row's: {row_size / 1024:.1f} KiB"
     )
 
-    walls, cpus = timed(lambda: process_state(recorder), args.calls)
-    print(
-        f"process_state:                   {median(cpus):7.3f} ms CPU  {median(walls):7.3f} ms wall"
-    )
-
-    publisher = Heartbeat(recorder, interval_s=HEARTBEAT_S, using="default")
-
-    def reconnecting_tick() -> None:
-        publisher.publish_once()
-        publisher._close_connection()
-
-    publisher.publish_once()  # the first one creates the row and prunes
-    walls, cpus = timed(publisher.publish_once, args.calls)
-    cpu_tick = median(cpus)
-    print(f"heartbeat tick (as the thread):  {cpu_tick:7.3f} ms CPU  {median(walls):7.3f} ms wall")
-    walls, cpus = timed(reconnecting_tick, args.calls)
-    print(
-        f"  a reconnect per tick would be: {median(cpus):7.3f} ms CPU  {median(walls):7.3f} ms wall"
-    )
-    assert publisher.failures == 0, publisher.last_error
-    share = cpu_tick / (HEARTBEAT_S * 1000) * 100
-    print(
-        f"heartbeat CPU at HEARTBEAT_S={HEARTBEAT_S}: {share:.3f} % of one core per worker, "
-        f"{4 * share:.3f} % for 4 workers"
-    )
+    heartbeat_tick(args, recorder)
 
     # The fleet: the same document under N instance ids, each last seen just now.
     Instance.objects.all().delete()
@@ -199,7 +188,7 @@ def run(args: argparse.Namespace) -> None:
     document = compute()
     assert document["totals"]["instances"] == args.instances, document["totals"]["instances"]
     assert document["totals"]["completed"] == args.instances * doc["serving"]["completed"]
-    walls, cpus = timed(compute, args.calls)
+    walls, _ = timed(compute, args.calls)
     print(
         f"fleet compute ({args.instances} instances):   {median(walls):7.3f} ms wall (a cache miss)"
     )
@@ -239,6 +228,75 @@ def run(args: argparse.Namespace) -> None:
     # Every request within a cache window is a hit; one per window per worker misses.
     window_s = fleet.CACHE_FRACTION * HEARTBEAT_S
     print(f"cache window: {window_s:.2f} s ({fleet.CACHE_FRACTION} x HEARTBEAT_S)")
+    print(f"at the end: {load()}")
+
+
+def heartbeat_tick(args: argparse.Namespace, recorder: Any) -> None:
+    """The heartbeat's CPU per tick, whole and in parts, idle and at ``--rate``."""
+    from ferrox_stats import host_state
+    from ferrox_stats.heartbeat import Heartbeat
+    from ferrox_stats.state import process_state
+
+    def line(what: str, cpus: list[float], walls: list[float]) -> float:
+        print(f"{what:<42}{median(cpus):7.3f} ms CPU  {median(walls):7.3f} ms wall")
+        return median(cpus)
+
+    publisher = Heartbeat(recorder, interval_s=HEARTBEAT_S, using="default")
+    publisher.publish_once()  # the first one creates the row and prunes
+    doc = process_state(recorder)
+    alone = line("process_state", *reversed(timed(lambda: process_state(recorder), args.calls)))
+    line(
+        "host file (host_state.publish)",
+        *reversed(timed(lambda: host_state.publish(doc), args.calls)),
+    )
+    line(
+        "row: encode + upsert (Heartbeat._upsert)",
+        *reversed(timed(lambda: publisher._upsert(doc), args.calls)),
+    )
+    idle = line(
+        "heartbeat tick, nothing queued", *reversed(timed(publisher.publish_once, args.calls))
+    )
+
+    def reconnecting_tick() -> None:
+        publisher.publish_once()
+        publisher._close_connection()
+
+    line("  a reconnect per tick would be", *reversed(timed(reconnecting_tick, args.calls)))
+
+    # The tick at a request rate: the records of one interval queued (as the request
+    # path leaves them, Breakdown.observe), then what folds them: process_state alone
+    # (the fold is the difference from the idle one), and the whole tick.
+    queued = int(args.rate * HEARTBEAT_S)
+    n_models, n_routes = (int(n) for n in args.labels.split("x"))
+    shim = type("Shim", (), {"finished": staticmethod(recorder.breakdown.observe)})()
+    seeds = iter(range(1000, 1000 + 2 * args.calls))
+
+    def after_queueing(fn: Callable[[], object]) -> tuple[list[float], list[float]]:
+        walls, cpus = [], []
+        for _ in range(args.calls):
+            feed(shim, queued, MODELS[:n_models], ROUTES[:n_routes], seed=next(seeds))
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            cpus.append((time.process_time() - cpu) * 1000)
+            walls.append((time.perf_counter() - wall) * 1000)
+        return walls, cpus
+
+    folding = line(
+        f"process_state, {queued} records queued",
+        *reversed(after_queueing(lambda: process_state(recorder))),
+    )
+    print(f"  so the fold of {queued} records:{folding - alone:>17.3f} ms CPU (the difference)")
+    busy = line(
+        f"heartbeat tick, {queued} records queued",
+        *reversed(after_queueing(publisher.publish_once)),
+    )
+    assert publisher.failures == 0 and publisher.host_failures == 0, publisher.last_error
+    for what, tick in (("nothing queued", idle), (f"at {args.rate} requests/s", busy)):
+        share = tick / (HEARTBEAT_S * 1000) * 100
+        print(
+            f"heartbeat CPU at HEARTBEAT_S={HEARTBEAT_S}, {what}: {share:.3f} % of one core "
+            f"per worker, {4 * share:.3f} % for 4 workers"
+        )
 
 
 if __name__ == "__main__":

@@ -11,10 +11,12 @@ into ``retired.json``, summed with every process folded before, and deleted, so 
 directory holds one file per running process plus one. Only wiping the directory (the
 default one is under the system's temp dir: a reboot) resets the host's counters.
 
-The files keep each distribution at power-of-two resolution (``by_octave``): every
-``le`` of the exposition is a power of two, where that is still exact, and a scrape
-reads a few buckets per distribution instead of up to 32 per power of two. The fleet's
-percentiles come from the heartbeat rows, at full resolution, not from these files.
+The files keep each distribution at power-of-two resolution: every ``le`` of the
+exposition is a power of two, where that is still exact, and a scrape reads a few
+buckets per distribution instead of up to 32 per power of two. A version 2 document
+(``state.STATE_VERSION``) comes that way from ``process_state`` and is written as it
+is; an older one is gathered first (``by_octave``). The fleet's percentiles come from
+the heartbeat rows, at full resolution, not from these files.
 
 Consistent without a reader lock: a folder (one at a time, under an ``fcntl`` lock it never
 waits for) writes ``retired.json``, naming the instances it folded, *before* it deletes
@@ -46,7 +48,7 @@ from typing import Any
 from .conf import conf
 from .core.breakdown import DISTRIBUTIONS, Cell, CellKey
 from .core.distribution import SUB_BUCKETS
-from .state import STATE_VERSION, merge_states, merged_cells
+from .state import OCTAVE, READABLE_VERSIONS, STATE_VERSION, merge_states, merged_cells
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -62,7 +64,6 @@ __all__ = [
 logger = logging.getLogger("ferrox_stats.metrics")
 
 RETIRED = "retired.json"
-OCTAVE = "octave"
 _LOCK = ".fold.lock"
 # A state document past this size is not one of ours (a full breakdown is well under it).
 MAX_FILE_BYTES = 32 * 1024 * 1024
@@ -230,8 +231,10 @@ def by_octave(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
-    """Write this process's state document where the host's scrapes read it; whether it
-    was written. Never raises: a failure is logged once and counted (``failures``).
+    """Write this process's state document where the host's scrapes read it, as JSON
+    (at power-of-two resolution, as ``process_state`` makes it; an older document is
+    gathered by ``by_octave`` first); whether it was written. Never raises: a failure is
+    logged once and counted (``failures``).
 
     One write at a time per process, and never an older document over a newer one (a
     counter must not step back). ``wait=False`` (a request thread) skips the write when
@@ -249,7 +252,9 @@ def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
         if not _usable(path):
             failures += 1
             return False
-        payload = json.dumps(by_octave(doc), separators=(",", ":"), allow_nan=False).encode()
+        if doc.get("resolution") != OCTAVE:
+            doc = by_octave(doc)
+        payload = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
         _write_atomically(path, file_name(instance), payload)
         _last_at_ms[instance] = at_ms
         return True
@@ -293,8 +298,8 @@ def _int(value: Any) -> bool:
 
 def _check(doc: Any) -> dict[str, Any]:
     """``doc`` if it has a state document's shape (the fields this module reads)."""
-    if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
-        raise ValueError("not a state document of this version")
+    if not isinstance(doc, dict) or doc.get("version") not in READABLE_VERSIONS:
+        raise ValueError("not a state document of a version this release reads")
     if not isinstance(doc.get("instance"), str) or not isinstance(doc.get("host"), str):
         raise ValueError("no instance or host")
     for key in ("pid", "started_ms", "at_ms"):

@@ -5,8 +5,15 @@ host's metrics directory): counters, rate windows as amounts over spans, the bre
 mergeable distributions, gauges with their age, archive accounting, and a clean-shutdown
 mark. ``merge_states`` adds documents of several processes: counters summed, rates
 recombined from amounts and spans (never averaged), distributions merged bucket-wise, so
-``latency()`` of a merged document gives the fleet's true percentiles (within
-``RELATIVE_ERROR``), never averaged ones.
+percentiles of merged distributions are true ones (within ``RELATIVE_ERROR``), never
+averaged ones.
+
+Version 2 (``STATE_VERSION``): the breakdown's cells carry their distributions at
+power-of-two resolution (``Distribution.octaves``, marked ``"resolution": "octave"``:
+all ``/metrics`` exposes), and ``"latency"`` the duration, TTFT and TPOT distributions
+merged over every cell at full resolution (``Distribution.dense``: what the fleet's
+percentiles come from). Version 1 (before) had every cell at full resolution
+(``Distribution.to_wire``) and no ``"latency"``; readers take both.
 """
 
 from __future__ import annotations
@@ -31,7 +38,10 @@ __all__ = [
     "process_state",
 ]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+# The versions merge_states reads: this one, and version 1 (a rolling upgrade).
+READABLE_VERSIONS = (1, STATE_VERSION)
+OCTAVE = "octave"
 
 ARCHIVE_COUNTS = ("accepted", "persisted", "duplicates", "pending", "dead_lettered")
 SERVING_COUNTS = ("active", "completed", "prompt_tokens_total", "completion_tokens_total")
@@ -51,6 +61,7 @@ def process_state(recorder: Recorder, *, stopped: bool = False) -> dict[str, Any
     health = getattr(recorder.sink, "health", None)
     archive = health() if callable(health) else None
     assert serving.decode is not None and serving.prefill is not None
+    cells, times = recorder.breakdown.export()
     return {
         "version": STATE_VERSION,
         "instance": recorder.instance,
@@ -69,7 +80,9 @@ def process_state(recorder: Recorder, *, stopped: bool = False) -> dict[str, Any
             "completion_tokens_total": serving.completion_tokens_total,
         },
         "rates": {"decode": _rate(serving.decode), "prefill": _rate(serving.prefill)},
-        "breakdown": recorder.breakdown.to_wire(),
+        "resolution": OCTAVE,
+        "breakdown": cells,
+        "latency": {name: times[field] for name, field in LATENCIES.items()},
         "gauges": {
             "pool_occupancy": _gauge(recorder.pool_occupancy, now),
             "queue_depth": _gauge(recorder.queue_depth, now),
@@ -124,8 +137,8 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     recorded_total = sink_errors = breakdown_refused = 0
     for state in states:
         try:
-            if state["version"] != STATE_VERSION:
-                raise ValueError(f"state version {state['version']!r} is not {STATE_VERSION}")
+            if state["version"] not in READABLE_VERSIONS:
+                raise ValueError(f"state version {state['version']!r} is not one of ours")
             instances += state.get("instances", 1)
             if state.get("at_ms") is not None:
                 at_ms = state["at_ms"] if at_ms is None else max(at_ms, state["at_ms"])
@@ -179,7 +192,13 @@ def _add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
 
 def latency(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Percentiles of duration, TTFT and TPOT (seconds) over every cell of a state
-    document (one process's or merged), from the merged distributions."""
+    document: from its ``"latency"`` (full resolution) where it has one, else (version
+    1, or merged) from its cells' distributions merged."""
+    if "latency" in state:
+        return {
+            name: _percentiles(Distribution.from_dense(state["latency"][name]))
+            for name in LATENCIES
+        }
     return latency_of(Breakdown.merge_wire([state["breakdown"]]))
 
 

@@ -17,8 +17,10 @@ from django.test.utils import CaptureQueriesContext
 from ferrox_stats import fleet, host_state, live
 from ferrox_stats import heartbeat as heartbeat_module
 from ferrox_stats.archive.rows import at_ms_to_datetime
+from ferrox_stats.core.requests import Record
 from ferrox_stats.heartbeat import PRUNE_BATCH, PRUNE_EVERY_S, Heartbeat
 from ferrox_stats.models import Instance
+from ferrox_stats.state import STATE_VERSION
 from tests.asgi_server import wait_for
 from tests.conftest import FakeClock
 from tests.states import archive_counts, save, state_doc
@@ -169,6 +171,29 @@ def test_the_host_file_failing_never_stops_the_database_heartbeat(
     assert publisher.publish_once()
     assert len(published) == 2 and publisher.host_failures == 2
     assert Instance.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_tick_publishes_one_document_to_the_host_file_and_the_row(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = live.Recorder(replica="gpu-1", clock=clock, instance="gpu-1/100/abc")
+    for ms in (10.0, 20.0, 4000.0):
+        recorder.ingested(Record(model="m", route="/x", duration_ms=ms, ttft_ms=ms / 4))
+    published: list[dict[str, Any]] = []
+    monkeypatch.setattr(heartbeat_module, "_host_publish", lambda: published.append)
+
+    assert Heartbeat(recorder, interval_s=2.0).publish_once()
+
+    [doc] = published
+    assert (doc["version"], doc["resolution"]) == (STATE_VERSION, "octave")
+    [cell] = recorder.breakdown.cells().values()
+    assert [c["duration"] for c in doc["breakdown"]] == [cell.duration.octaves()]
+    # The row: the same document without its per-label cells, the latency at full resolution.
+    state = Instance.objects.get().state
+    assert state["breakdown"] == [] and state["at_ms"] == doc["at_ms"]
+    assert state["latency"] == doc["latency"]
+    assert fleet.distribution(state["latency"]["duration_s"]) == cell.duration
 
 
 @postgres_only

@@ -20,7 +20,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferrox_stats import host_state
+from ferrox_stats.core.breakdown import DISTRIBUTIONS
+from ferrox_stats.core.distribution import Distribution
+from ferrox_stats.core.requests import Record
 from ferrox_stats.host_state import RETIRED, file_name, host_totals, publish
+from ferrox_stats.live import Recorder
+from ferrox_stats.state import process_state
+from tests.conftest import FakeClock
 
 
 def now_ms() -> int:
@@ -114,6 +120,37 @@ def test_publish_writes_one_file_per_instance_in_a_private_directory(metrics_dir
     assert metrics_dir.stat().st_mode & 0o777 == 0o700
     written = json.loads((metrics_dir / file_name("web/1/aa")).read_text())
     assert written["serving"]["completed"] == 4
+
+
+def test_publish_writes_a_process_state_document_as_it_is(
+    metrics_dir: Path, clock: FakeClock
+) -> None:
+    recorder = Recorder(replica="r", clock=clock, instance="r/1/abc")
+    recorder.ingested(Record(model="m", route="/x", duration_ms=1500.0))
+    doc = process_state(recorder)
+    assert publish(doc)
+    # Version 2: already at power-of-two resolution, so written with nothing gathered.
+    assert json.loads((metrics_dir / file_name("r/1/abc")).read_text()) == doc
+    [cell] = host_totals().cells.values()
+    assert (cell.duration.count_at_most(1.0), cell.duration.count_at_most(2.0)) == (0, 1)
+
+
+def test_publish_gathers_an_older_document_by_octave(metrics_dir: Path) -> None:
+    full = Distribution()
+    full.add_many([1.1, 1.2, 3.0])
+    cell = {
+        "model": "m",
+        "route": "/x",
+        "outcome": "ok",
+        "requests": 3,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        **{name: full.to_wire() for name in DISTRIBUTIONS},
+    }
+    assert publish(state("web/1/aa", breakdown=[cell]))
+    written = json.loads((metrics_dir / file_name("web/1/aa")).read_text())
+    assert written["resolution"] == "octave"
+    assert written["breakdown"][0]["duration"]["counts"] == {"63": 2, "95": 1}
 
 
 def test_file_names_are_safe_and_distinct() -> None:

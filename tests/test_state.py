@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ferrox_stats.archive.writer import ArchiveHealth
-from ferrox_stats.core.distribution import RELATIVE_ERROR
+from ferrox_stats.core.distribution import RELATIVE_ERROR, Distribution
 from ferrox_stats.core.requests import Record
 from ferrox_stats.live import Recorder
 from ferrox_stats.state import (
@@ -103,7 +103,16 @@ def test_document_shape_and_values(clock: FakeClock) -> None:
         "ok",
         1,
     )
-    assert cell["duration"]["sum"] == 1.0
+    # Version 2: the cells at power-of-two resolution, the times merged at full resolution.
+    assert state["resolution"] == "octave"
+    assert cell["duration"] == {"zeros": 0, "sum": 1.0, "offset": 0, "counts": [1]}  # (0.5, 1]
+    assert cell["ttft"] == {"zeros": 0, "sum": 0.5, "offset": -1, "counts": [1]}  # (0.25, 0.5]
+    [full] = recorder.breakdown.cells().values()
+    assert state["latency"] == {
+        "duration_s": full.duration.dense(),
+        "ttft_s": full.ttft.dense(),
+        "tpot_s": full.tpot.dense(),
+    }
     assert state["gauges"] == {
         "pool_occupancy": {"value": 0.25, "age_s": 0.25},
         "queue_depth": None,
@@ -206,18 +215,27 @@ def test_percentiles_come_from_merged_distributions_not_averaged(clock: FakeCloc
     for _ in range(99):
         serve(fast, 100.0)
     serve(slow, 10_000.0)
-    states = [process_state(fast), process_state(slow)]
+    states = json.loads(json.dumps([process_state(fast), process_state(slow)]))
     each = [latency(s)["duration_s"]["p50"] for s in states]
     averaged = sum(each) / 2  # type: ignore[arg-type]
 
-    merged = latency(merge_states(states))
+    # Full resolution: the documents' "latency", merged bucket by bucket (as the fleet does).
+    merged = {
+        name: Distribution.merged(Distribution.from_dense(s["latency"][name]) for s in states)
+        for name in ("duration_s", "ttft_s", "tpot_s")
+    }
 
-    assert merged["duration_s"]["count"] == 100
-    assert merged["duration_s"]["p50"] == pytest.approx(0.1, rel=RELATIVE_ERROR)
-    assert merged["duration_s"]["p99"] == pytest.approx(0.1, rel=RELATIVE_ERROR)
-    assert merged["ttft_s"]["p50"] == pytest.approx(0.05, rel=RELATIVE_ERROR)
+    assert merged["duration_s"].count == 100
+    assert merged["duration_s"].quantile(50) == pytest.approx(0.1, rel=RELATIVE_ERROR)
+    assert merged["duration_s"].quantile(99) == pytest.approx(0.1, rel=RELATIVE_ERROR)
+    assert merged["ttft_s"].quantile(50) == pytest.approx(0.05, rel=RELATIVE_ERROR)
     assert averaged == pytest.approx(5.05, rel=RELATIVE_ERROR)
-    assert merged["tpot_s"] == {"count": 0, "p50": None, "p95": None, "p99": None}
+    assert merged["tpot_s"].count == 0
+    # The merged breakdown, at power-of-two resolution (/metrics): exact at each bound.
+    [cell] = merged_cells(states).values()
+    assert cell.duration.count_at_most(0.125) == 99
+    assert cell.duration.count_at_most(8.0) == 99
+    assert cell.duration.count_at_most(16.0) == 100
 
 
 @pytest.mark.parametrize(
@@ -233,6 +251,28 @@ def test_merge_refuses_what_is_not_a_state(clock: FakeClock, bad: Any) -> None:
     good = process_state(make_recorder(clock))
     with pytest.raises(ValueError):
         merge_states([good, bad])
+
+
+def test_merge_reads_version_1_documents_beside_version_2(clock: FakeClock) -> None:
+    # A rolling upgrade: the older release's documents carry full-resolution cells.
+    old, new = make_recorder(clock), make_recorder(clock)
+    for ms in (10.0, 20.0, 4000.0):
+        serve(old, ms)
+        serve(new, ms)
+    v1 = {**process_state(old), "version": 1, "breakdown": old.breakdown.to_wire()}
+    del v1["latency"], v1["resolution"]
+    v2 = process_state(new)
+
+    merged = merge_states(json.loads(json.dumps([v1, v2])))
+
+    assert merged["serving"]["completed"] == 6
+    [cell] = merged_cells([v1, v2]).values()
+    assert cell.duration.count == 6
+    for k in range(-8, 14):
+        assert cell.duration.count_at_most(2.0**k) == 2 * old.breakdown.cells()[
+            "m", "/v1/chat/completions", "ok"
+        ].duration.count_at_most(2.0**k)
+    assert latency(v1) == latency(v2)
 
 
 def test_merge_refuses_a_hostile_breakdown(clock: FakeClock) -> None:

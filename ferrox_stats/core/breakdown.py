@@ -35,6 +35,8 @@ OTHER = "other"
 """The label of every model (route) past the first ``max_models`` (``max_routes``)."""
 
 DISTRIBUTIONS = ("duration", "ttft", "tpot", "input", "output")
+TIMES = ("duration", "ttft", "tpot")
+"""The distributions ``Breakdown.export`` also merges over every cell."""
 
 CellKey = tuple[str, str, str]
 """``(model, route, outcome)``."""
@@ -105,7 +107,9 @@ class Cell:
 
     @classmethod
     def from_wire(cls, wire: Mapping[str, Any]) -> tuple[CellKey, Cell]:
-        """The key and cell ``wire`` describes; ``ValueError`` for anything else."""
+        """The key and cell ``wire`` describes (its distributions in the wire form or,
+        as a version 2 state document has them, the octave form); ``ValueError`` for
+        anything else."""
         if not isinstance(wire, Mapping):
             raise ValueError(f"a cell must be a mapping, got {type(wire).__name__}")
         key: list[str] = []
@@ -125,8 +129,16 @@ class Cell:
         for name in DISTRIBUTIONS:
             if name not in wire:
                 raise ValueError(f"a cell needs {name!r}")
-            setattr(cell, name, Distribution.from_wire(wire[name]))
+            setattr(cell, name, _distribution(wire[name]))
         return (key[0], key[1], key[2]), cell
+
+
+def _distribution(wire: Any) -> Distribution:
+    # A cell's distribution: the octave form (a version 2 state document's, a list of
+    # counts) or the wire form (version 1, keyed by bucket index).
+    if isinstance(wire, Mapping) and isinstance(wire.get("counts"), list):
+        return Distribution.from_octaves(wire)
+    return Distribution.from_wire(wire)
 
 
 def _positive_int(value: object, name: str) -> int:
@@ -180,6 +192,9 @@ class Breakdown:
         self._cells: dict[CellKey, Cell] = {}
         self._models: set[str] = set()
         self._routes: set[str] = set()
+        # TIMES merged over every cell: each cell's distribution tees into these from
+        # the first export that sees it (``export``), so none is merged at a heartbeat.
+        self._times = {name: Distribution() for name in TIMES}
 
     def observe(self, record: Record) -> None:
         """Count a finished record in its cell (at the next fold). Cheap; never raises."""
@@ -277,6 +292,51 @@ class Breakdown:
         with self._lock:
             self._fold()
             return [cell.to_wire(key) for key, cell in sorted(self._cells.items())]
+
+    def export(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """What a heartbeat publishes, in one pass under the lock: every cell as
+        ``Cell.to_wire`` has it (sorted by key) but each distribution in the octave form
+        (``Distribution.octaves``), and ``TIMES`` merged over every cell at full
+        resolution in the dense form (``Distribution.dense``).
+
+        The merged ones are kept as records are folded, not merged here: the cost is the
+        cells' octaves, a few numbers each, however many buckets they hold.
+        """
+        with self._lock:
+            self._fold()
+            times = self._times
+            cells = []
+            for key, cell in sorted(self._cells.items()):
+                duration, ttft, tpot = cell.duration, cell.ttft, cell.tpot
+                # Merged in once, for a cell new since the last export; then kept.
+                duration.tee(times["duration"])
+                ttft.tee(times["ttft"])
+                tpot.tee(times["tpot"])
+                model, route, outcome = key
+                cells.append(
+                    {
+                        "model": model,
+                        "route": route,
+                        "outcome": outcome,
+                        "requests": cell.requests,
+                        "input_tokens": cell.input_tokens,
+                        "output_tokens": cell.output_tokens,
+                        "duration": duration.octaves(),
+                        "ttft": ttft.octaves(),
+                        "tpot": tpot.octaves(),
+                        "input": cell.input.octaves(),
+                        "output": cell.output.octaves(),
+                    }
+                )
+            merged = {}
+            for name, distribution in times.items():
+                merged[name] = dense = distribution.dense()
+                # The sum as Distribution.merged adds it: the cells' sums, in their order.
+                total = 0.0
+                for cell in self._cells.values():
+                    total += getattr(cell, name).total
+                dense["sum"] = total
+            return cells, merged
 
     @staticmethod
     def merge_wire(parts: Iterable[Iterable[Mapping[str, Any]]]) -> dict[CellKey, Cell]:

@@ -17,9 +17,19 @@ never from averaged percentiles. The index comes from ``math.frexp`` (no logarit
 so bucket ``i = 32 * E + j`` (``0 <= j < 32``) covers
 ``(2**(E-1) * (32 + j) / 32, 2**(E-1) * (33 + j) / 32]``.
 
-Wire form (JSON): ``{"zeros": int, "sum": float, "counts": {"<index>": int, ...}}``;
-``from_wire`` refuses anything a ``to_wire`` could not have produced. A ``Distribution``
-is not thread-safe on its own: its owner (``Breakdown``) holds the lock.
+Three JSON forms, each read back by a checking constructor that refuses anything its
+writer could not have produced:
+
+- ``to_wire``/``from_wire``: ``{"zeros": int, "sum": float, "counts": {"<index>": int}}``;
+- ``dense``/``from_dense``: ``{"zeros", "sum", "offset": int, "counts": [int, ...]}``,
+  ``counts[i]`` the count of bucket ``offset + i`` (a JSON array decodes about 4 times
+  faster than an object keyed by index);
+- ``octaves``/``from_octaves``: the same shape, ``counts[i]`` the count of octave
+  ``offset + i``: the values in ``(2**(offset+i-1), 2**(offset+i)]``, all the buckets
+  ``b`` with ``b // 32 == offset + i``. Every power of two stays an exact bound (what a
+  Prometheus exposition needs), each other bound is lost.
+
+A ``Distribution`` is not thread-safe on its own: its owner (``Breakdown``) holds the lock.
 """
 
 from __future__ import annotations
@@ -28,14 +38,22 @@ import math
 import re
 import sys
 from bisect import bisect_right
+
+# The C tally behind ``Counter.update(iterable)``, into any dict (pure Python where the
+# C module is missing): counts a batch's bucket indexes with no Python-level loop.
+from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
+from itertools import repeat
+from operator import rshift
 from typing import Any
 
 __all__ = [
     "MAX_COUNT",
     "MAX_INDEX",
+    "MAX_OCTAVE",
     "MIN_INDEX",
+    "MIN_OCTAVE",
     "RELATIVE_ERROR",
     "SUB_BUCKETS",
     "Distribution",
@@ -59,8 +77,6 @@ _frexp = math.frexp
 _ceil = math.ceil
 _INF = math.inf
 _FLOAT_MAX = sys.float_info.max
-# Below this a bucket's bounds (small integers times 2**(E-6)) may not be floats.
-_TINY = 2.0**-1060
 
 
 def bucket_index(value: float) -> int:
@@ -71,6 +87,18 @@ def bucket_index(value: float) -> int:
 
 MIN_INDEX = bucket_index(math.ulp(0.0))  # the smallest positive float (subnormal)
 MAX_INDEX = bucket_index(_FLOAT_MAX)
+MIN_OCTAVE = MIN_INDEX // SUB_BUCKETS
+MAX_OCTAVE = MAX_INDEX // SUB_BUCKETS
+_OCTAVE_SHIFT = 5  # index >> 5 == index // SUB_BUCKETS
+
+
+def _octaves_of(counts: Mapping[int, int]) -> dict[int, int]:
+    octaves: dict[int, int] = {}
+    get = octaves.get
+    for index, n in counts.items():
+        octave = index // SUB_BUCKETS
+        octaves[octave] = get(octave, 0) + n
+    return octaves
 
 
 def bucket_upper(index: int) -> float:
@@ -159,19 +187,78 @@ def _parsed_counts(counts: Mapping[Any, Any]) -> dict[int, int]:
     return parsed
 
 
+def _head(wire: Mapping[str, Any]) -> tuple[int, float]:
+    """The checked ``zeros`` and ``sum`` of any of the forms."""
+    if not isinstance(wire, Mapping):
+        raise ValueError(f"a distribution must be a mapping, got {type(wire).__name__}")
+    for key in ("zeros", "sum", "counts"):
+        if key not in wire:
+            raise ValueError(f"a distribution needs {key!r}")
+    zeros = _count(wire["zeros"], "zeros")
+    total = wire["sum"]
+    if (
+        isinstance(total, bool)
+        or not isinstance(total, int | float)
+        or not (isinstance(total, int) or math.isfinite(total))
+        or not 0 <= total <= _FLOAT_MAX
+    ):
+        raise ValueError(f"sum must be a finite number >= 0, got {total!r}")
+    return zeros, float(total)
+
+
+def _listed(zeros: int, total: float, counts: Mapping[int, int]) -> dict[str, Any]:
+    """The dense or octave form of ``counts`` (bucket or octave -> count)."""
+    if not counts:
+        return {"zeros": zeros, "sum": total, "offset": 0, "counts": []}
+    low = min(counts)
+    return {
+        "zeros": zeros,
+        "sum": total,
+        "offset": low,
+        "counts": list(map(counts.get, range(low, max(counts) + 1), repeat(0))),
+    }
+
+
+def _unlisted(
+    wire: Mapping[str, Any], lowest: int, highest: int
+) -> tuple[int, float, int, list[int]]:
+    """The checked ``zeros``, ``sum``, ``offset`` and ``counts`` of a dense or octave
+    form whose positions run from ``lowest`` to ``highest``."""
+    zeros, total = _head(wire)
+    offset, counts = wire.get("offset"), wire["counts"]
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise ValueError(f"offset must be an integer, got {offset!r}")
+    if not isinstance(counts, list):
+        raise ValueError(f"counts must be a list, got {type(counts).__name__}")
+    if counts and not lowest <= offset <= offset + len(counts) - 1 <= highest:
+        raise ValueError(
+            f"counts from {offset}, {len(counts)} of them, leave [{lowest}, {highest}]"
+        )
+    # Well-formed in C-level passes; else the first bad count is found, and named.
+    if counts and (set(map(type, counts)) != {int} or min(counts) < 0 or max(counts) > MAX_COUNT):
+        for n in counts:
+            _count(n, "a count")
+    return zeros, total, offset, counts
+
+
 class Distribution:
     """Counts of values >= 0 in fixed log-spaced buckets; see the module docstring.
 
     ``zeros`` counts the zeros, ``counts`` maps a bucket index to its count (no zero
-    counts kept), ``total`` is the float sum of the values added.
+    counts kept), ``total`` is the float sum of the values added. Change them through the
+    methods only: a distribution keeps its counts per power of two too, once asked for
+    them (``octaves``), so that a heartbeat reads them without a pass over every bucket.
     """
 
-    __slots__ = ("counts", "total", "zeros")
+    __slots__ = ("_octaves", "_tee", "counts", "total", "zeros")
 
     def __init__(self) -> None:
         self.zeros = 0
         self.counts: dict[int, int] = {}
         self.total = 0.0
+        # Counts per octave (bucket index // 32), kept from the first ``octaves()`` on.
+        self._octaves: dict[int, int] | None = None
+        self._tee: Distribution | None = None
 
     # -- feeding ---------------------------------------------------------------------
 
@@ -190,12 +277,10 @@ class Distribution:
             raise ValueError(f"the sum would overflow adding {value!r}")
         self.total = total
         if v == 0.0:
-            self.zeros += 1
+            self._tally(1, [])
             return
         m, e = _frexp(v)
-        index = e * 32 + _ceil(m * 64) - 33
-        counts = self.counts
-        counts[index] = counts.get(index, 0) + 1
+        self._tally(0, [e * 32 + _ceil(m * 64) - 33])
 
     def add_many(self, values: Iterable[float]) -> None:
         """Count every one of ``values`` (each as ``add`` would), or none of them."""
@@ -203,7 +288,7 @@ class Distribution:
 
     def add_sorted(self, ordered: list[float]) -> None:
         """Count values that ``checked_sorted`` returned. Cheaper per value than ``add``
-        for many at once: one bucket computation and one binary search per bucket."""
+        for many at once: the bucket indexes are tallied in C."""
         n = len(ordered)
         if not n:
             return
@@ -211,16 +296,35 @@ class Distribution:
         if total == _INF:
             raise ValueError("the sum would overflow")
         self.total = total
-        i = bisect_right(ordered, 0.0)
-        self.zeros += i
-        counts = self.counts
-        while i < n:
-            value = ordered[i]
-            index = bucket_index(value)
-            # Deep in the subnormals a bound is rounded to a float: take those one by one.
-            j = bisect_right(ordered, bucket_upper(index), i) if value > _TINY else i + 1
-            counts[index] = counts.get(index, 0) + j - i
-            i = j
+        zeros = bisect_right(ordered, 0.0)
+        # bucket_index inlined: a function call per value would cost half as much again.
+        self._tally(
+            zeros,
+            [e * 32 + _ceil(m * 64) - 33 for m, e in map(_frexp, ordered[zeros:])],
+        )
+
+    def _tally(self, zeros: int, indices: list[int]) -> None:
+        """Count ``zeros`` zeros and a value in each bucket of ``indices`` (the sum is
+        the caller's), here and in the distribution this one tees into."""
+        self.zeros += zeros
+        _count_elements(self.counts, indices)
+        if self._octaves is not None:
+            _count_elements(self._octaves, map(rshift, indices, repeat(_OCTAVE_SHIFT)))
+        if self._tee is not None:
+            self._tee._tally(zeros, indices)
+
+    def tee(self, into: Distribution) -> None:
+        """From now on, count whatever this distribution counts in ``into`` too (its
+        zeros and buckets, not its sum), starting with what it holds now: how a
+        ``Breakdown`` keeps its cells' time distributions merged without merging them
+        again and again. Nothing to do if it already tees into ``into``; ``ValueError``
+        if into another."""
+        if self._tee is into:
+            return
+        if self._tee is not None:
+            raise ValueError("this distribution already tees into another")
+        into._merge_counts(self)
+        self._tee = into
 
     def merge(self, other: Distribution) -> None:
         """Add ``other``'s counts to these, bucket by bucket (exact)."""
@@ -228,13 +332,25 @@ class Distribution:
         if total == _INF:
             raise ValueError("the merged sum would overflow")
         self.total = total
+        self._merge_counts(other)
+
+    def _merge_counts(self, other: Distribution) -> None:
         self.zeros += other.zeros
         counts = self.counts
         if not counts:
             self.counts = dict(other.counts)
-            return
-        for index, n in list(other.counts.items()):
-            counts[index] = counts.get(index, 0) + n
+        else:
+            for index, n in list(other.counts.items()):
+                counts[index] = counts.get(index, 0) + n
+        if self._octaves is not None:
+            if other._octaves is None:
+                self._octaves = None  # counted again when next asked for
+            else:
+                octaves = self._octaves
+                for octave, n in list(other._octaves.items()):
+                    octaves[octave] = octaves.get(octave, 0) + n
+        if self._tee is not None:
+            self._tee._merge_counts(other)
 
     @classmethod
     def merged(cls, parts: Iterable[Distribution]) -> Distribution:
@@ -245,11 +361,13 @@ class Distribution:
         return result
 
     def copy(self) -> Distribution:
-        """An independent copy."""
+        """An independent copy (teeing into nothing)."""
         result = Distribution()
         result.zeros = self.zeros
         result.counts = dict(self.counts)
         result.total = self.total
+        if self._octaves is not None:
+            result._octaves = dict(self._octaves)
         return result
 
     # -- reading ---------------------------------------------------------------------
@@ -325,29 +443,53 @@ class Distribution:
     def from_wire(cls, wire: Mapping[str, Any]) -> Distribution:
         """The distribution ``wire`` describes; ``ValueError`` for anything ``to_wire``
         could not have produced (it may come from another process, or anyone)."""
-        if not isinstance(wire, Mapping):
-            raise ValueError(f"a distribution must be a mapping, got {type(wire).__name__}")
-        for key in ("zeros", "sum", "counts"):
-            if key not in wire:
-                raise ValueError(f"a distribution needs {key!r}")
         result = cls()
-        result.zeros = _count(wire["zeros"], "zeros")
-        total = wire["sum"]
-        if (
-            isinstance(total, bool)
-            or not isinstance(total, int | float)
-            or not (isinstance(total, int) or math.isfinite(total))
-            or not 0 <= total <= _FLOAT_MAX
-        ):
-            raise ValueError(f"sum must be a finite number >= 0, got {total!r}")
-        result.total = float(total)
+        result.zeros, result.total = _head(wire)
         counts = wire["counts"]
         if not isinstance(counts, Mapping):
             raise ValueError(f"counts must be a mapping, got {type(counts).__name__}")
         result.counts = _parsed_counts(counts)
-        if result.count > MAX_COUNT:
-            raise ValueError(f"a distribution may hold at most {MAX_COUNT} values")
+        result._check_count()
         return result
+
+    def octaves(self) -> dict[str, Any]:
+        """The octave form (module docstring): ``count``, ``total``, ``zeros`` and
+        ``count_at_most(2**k)`` for every ``k`` as here; ``from_octaves`` reads it."""
+        octaves = self._octaves
+        if octaves is None:
+            octaves = self._octaves = _octaves_of(self.counts)
+        return _listed(self.zeros, self.total, octaves)
+
+    def dense(self) -> dict[str, Any]:
+        """The dense form (module docstring), at full resolution; ``from_dense`` reads it."""
+        return _listed(self.zeros, self.total, self.counts)
+
+    @classmethod
+    def from_dense(cls, wire: Mapping[str, Any]) -> Distribution:
+        """The distribution a ``dense()`` form describes; ``ValueError`` for anything
+        ``dense`` could not have produced."""
+        result = cls()
+        result.zeros, result.total, offset, counts = _unlisted(wire, MIN_INDEX, MAX_INDEX)
+        result.counts = {offset + i: n for i, n in enumerate(counts) if n}
+        result._check_count()
+        return result
+
+    @classmethod
+    def from_octaves(cls, wire: Mapping[str, Any]) -> Distribution:
+        """The distribution an ``octaves()`` form describes, each octave's count in its
+        last bucket (upper bound ``2**octave``); ``ValueError`` for anything ``octaves``
+        could not have produced."""
+        result = cls()
+        result.zeros, result.total, offset, counts = _unlisted(wire, MIN_OCTAVE, MAX_OCTAVE)
+        top = SUB_BUCKETS - 1
+        result.counts = {(offset + i) * SUB_BUCKETS + top: n for i, n in enumerate(counts) if n}
+        result._octaves = {offset + i: n for i, n in enumerate(counts) if n}
+        result._check_count()
+        return result
+
+    def _check_count(self) -> None:
+        if self.count > MAX_COUNT:
+            raise ValueError(f"a distribution may hold at most {MAX_COUNT} values")
 
     # -- comparing -------------------------------------------------------------------
 

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from ferrox_stats.core.distribution import (
     MAX_INDEX,
+    MAX_OCTAVE,
     MIN_INDEX,
+    MIN_OCTAVE,
     RELATIVE_ERROR,
     Distribution,
     bucket_index,
@@ -271,3 +273,149 @@ def test_add_many_counts_all_or_nothing(items: list[Any]) -> None:
     with pytest.raises(ValueError, match="finite"):
         distribution.add_many(items)
     assert distribution == of([3.0])
+
+
+# -- the octave and dense forms ----------------------------------------------------------
+
+
+def at_most(form: dict[str, Any], k: int) -> int:
+    """``count_at_most(2**k)`` read from an octave form, as the contract states it."""
+    return int(form["zeros"] + sum(form["counts"][: max(k - form["offset"] + 1, 0)]))
+
+
+@given(value_lists)
+def test_octave_counts_equal_count_at_most_at_every_power_of_two(items: list[float]) -> None:
+    distribution = of(items)
+    octaves = json.loads(json.dumps(distribution.octaves()))
+    assert (octaves["zeros"], octaves["sum"]) == (distribution.zeros, distribution.total)
+    assert sum(octaves["counts"]) + octaves["zeros"] == distribution.count
+    lowest = octaves["offset"] - 2
+    for k in range(max(lowest, -1074), min(octaves["offset"] + len(octaves["counts"]) + 2, 1024)):
+        assert at_most(octaves, k) == distribution.count_at_most(2.0**k), k
+    back = Distribution.from_octaves(octaves)
+    assert (back.count, back.zeros, back.total) == (
+        distribution.count,
+        distribution.zeros,
+        distribution.total,
+    )
+    assert back.octaves() == octaves
+
+
+@given(value_lists, value_lists, value_lists)
+def test_octaves_stay_right_as_values_and_merges_come_after_the_first_export(
+    first: list[float], then: list[float], merged: list[float]
+) -> None:
+    distribution = of(first)
+    distribution.octaves()  # from now on kept as values come
+    distribution.add_many(then)
+    for value in then[:3]:
+        distribution.add(value)
+    other = of(merged)
+    if merged[:1] == [0.0]:
+        other.octaves()  # merging one that keeps its octaves, or one that does not
+    distribution.merge(other)
+    copy = distribution.copy()
+    fresh = of(first + then + then[:3] + merged)
+    for d in (distribution, copy):
+        assert {**d.octaves(), "sum": 0} == {**fresh.octaves(), "sum": 0}
+
+
+@given(value_lists)
+def test_dense_round_trips_through_json(items: list[float]) -> None:
+    distribution = of(items)
+    dense = json.loads(json.dumps(distribution.dense()))
+    assert Distribution.from_dense(dense) == distribution
+    counts = dense["counts"]
+    assert not counts or (counts[0] and counts[-1])  # no empty bucket at either end
+    assert {dense["offset"] + i: n for i, n in enumerate(counts) if n} == distribution.counts
+
+
+def test_the_empty_forms() -> None:
+    empty = {"zeros": 0, "sum": 0.0, "offset": 0, "counts": []}
+    assert Distribution().dense() == Distribution().octaves() == empty
+    assert Distribution.from_dense(empty) == Distribution.from_octaves(empty) == Distribution()
+
+
+def test_octaves_cover_each_power_of_two_up_to_and_including_it() -> None:
+    octaves = of([0.0, 0.75, 1.0, 1.5, 2.0, 5.0]).octaves()
+    # (0.5, 1]: 0.75 and 1.0; (1, 2]: 1.5 and 2.0; (2, 4]: none; (4, 8]: 5.0.
+    assert octaves == {"zeros": 1, "sum": 10.25, "offset": 0, "counts": [2, 2, 0, 1]}
+
+
+def good_listed(**changes: Any) -> dict[str, Any]:
+    return {"zeros": 1, "sum": 3.0, "offset": 0, "counts": [1, 0, 2]} | changes
+
+
+@pytest.mark.parametrize("read", [Distribution.from_dense, Distribution.from_octaves])
+@pytest.mark.parametrize(
+    ("wire", "message"),
+    [
+        ([], "mapping"),
+        ({"zeros": 0, "sum": 0.0, "offset": 0}, "counts"),
+        (good_listed(zeros=-1), "zeros"),
+        (good_listed(sum=math.inf), "sum"),
+        (good_listed(offset=None), "offset"),
+        (good_listed(offset=True), "offset"),
+        (good_listed(offset="0"), "offset"),
+        (good_listed(offset=1.0), "offset"),
+        (good_listed(counts={"0": 1}), "list"),
+        (good_listed(counts=[1, -1]), "count"),
+        (good_listed(counts=[1, True]), "count"),
+        (good_listed(counts=[1, 1.0]), "count"),
+        (good_listed(counts=[1, "1"]), "count"),
+        (good_listed(counts=[None]), "count"),
+        (good_listed(counts=[2**63]), "count"),
+        (good_listed(counts=[2**62, 2**62]), "at most"),
+        (good_listed(offset=MAX_INDEX), "leave"),
+        (good_listed(offset=MIN_INDEX - 1), "leave"),
+        (good_listed(counts=[1] * (MAX_INDEX - MIN_INDEX + 2)), "leave"),
+    ],
+)
+def test_the_listed_forms_refuse_hostile_input(read: Any, wire: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        read(wire)
+
+
+def test_octave_offsets_are_bounded_by_the_octaves_of_the_floats() -> None:
+    top = {"zeros": 0, "sum": 1.0, "offset": MAX_OCTAVE, "counts": [1]}
+    bottom = {"zeros": 0, "sum": 1.0, "offset": MIN_OCTAVE, "counts": [1]}
+    assert Distribution.from_octaves(top).counts == {MAX_INDEX: 1}
+    assert Distribution.from_octaves(bottom).counts == {MIN_OCTAVE * 32 + 31: 1}
+    with pytest.raises(ValueError, match="leave"):
+        Distribution.from_octaves({**top, "offset": MAX_OCTAVE + 1})
+    with pytest.raises(ValueError, match="leave"):
+        Distribution.from_octaves({**bottom, "offset": MIN_OCTAVE - 1})
+
+
+# -- teeing ------------------------------------------------------------------------------
+
+
+@given(st.lists(st.tuples(value_lists, value_lists), max_size=5))
+def test_a_tee_holds_the_counts_of_everything_teed_into_it(
+    parts: list[tuple[list[float], list[float]]],
+) -> None:
+    target = Distribution()
+    target.octaves()
+    sources = []
+    for before, after in parts:
+        source = of(before)  # counted before the tee: merged in when it starts
+        source.tee(target)
+        source.tee(target)  # again: nothing to do
+        source.add_many(after)
+        for value in after[:2]:
+            source.add(value)
+        sources.append(source)
+    expected = Distribution.merged(sources)
+    assert (target.zeros, target.counts) == (expected.zeros, expected.counts)
+    assert {**target.octaves(), "sum": 0} == {**expected.octaves(), "sum": 0}
+    # A copy tees into nothing.
+    if sources:
+        sources[0].copy().add(1.0)
+        assert target.counts == expected.counts
+
+
+def test_a_distribution_tees_into_one_other_only() -> None:
+    source = of([1.0])
+    source.tee(Distribution())
+    with pytest.raises(ValueError, match="another"):
+        source.tee(Distribution())
