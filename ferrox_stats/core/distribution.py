@@ -37,7 +37,8 @@ from __future__ import annotations
 import math
 import re
 import sys
-from bisect import bisect_right
+from array import array
+from bisect import bisect_left, bisect_right
 
 # The C tally behind ``Counter.update(iterable)``, into any dict (pure Python where the
 # C module is missing): counts a batch's bucket indexes with no Python-level loop.
@@ -45,7 +46,7 @@ from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from itertools import repeat
-from operator import rshift
+from operator import add, rshift
 from typing import Any
 
 __all__ = [
@@ -90,6 +91,42 @@ MAX_INDEX = bucket_index(_FLOAT_MAX)
 MIN_OCTAVE = MIN_INDEX // SUB_BUCKETS
 MAX_OCTAVE = MAX_INDEX // SUB_BUCKETS
 _OCTAVE_SHIFT = 5  # index >> 5 == index // SUB_BUCKETS
+
+_MIN_NORMAL = sys.float_info.min  # 2**-1022: below, a float has no implicit leading 1
+# A normal float's IEEE 754 bits ``b`` (as an integer) hold its exponent and the first 5
+# bits of its mantissa in ``b >> 47``: 32 equal steps per power of two, the lower bound
+# included. Rounded up, ``(b + 2**47 - 1) >> 47`` includes the upper bound as a bucket
+# does; the offset numbers it as ``bucket_index`` does (1.0 is in bucket 31).
+_BITS_SHIFT = 47
+_BITS_OFFSET = 2**47 - 1 - 32705 * 2**47
+# From this many values on, the bits' C-level passes cost less than frexp on each.
+_BITS_FROM = 16
+
+
+def _sorted_indices(values: list[float]) -> list[int]:
+    """``bucket_index`` of each of ``values`` (sorted, each > 0), ascending."""
+    if len(values) >= _BITS_FROM and values[0] >= _MIN_NORMAL:
+        bits = memoryview(array("d", values)).cast("B").cast("q")
+        return list(map(rshift, map(add, bits, repeat(_BITS_OFFSET)), repeat(_BITS_SHIFT)))
+    # bucket_index inlined: a function call per value would cost half as much again.
+    return [e * 32 + _ceil(m * 64) - 33 for m, e in map(_frexp, values)]
+
+
+def _tally_octaves(octaves: dict[int, int], indices: list[int]) -> None:
+    """Count ``indices`` (ascending, not empty) per octave in ``octaves``."""
+    first, last = indices[0] >> _OCTAVE_SHIFT, indices[-1] >> _OCTAVE_SHIFT
+    if first == last:
+        octaves[first] = octaves.get(first, 0) + len(indices)
+    elif len(indices) > 4 * (last - first):
+        # Many values per octave: one binary search per octave.
+        start = 0
+        for octave in range(first, last + 1):
+            end = bisect_left(indices, (octave + 1) << _OCTAVE_SHIFT, start)
+            if end > start:
+                octaves[octave] = octaves.get(octave, 0) + end - start
+                start = end
+    else:
+        _count_elements(octaves, map(rshift, indices, repeat(_OCTAVE_SHIFT)))
 
 
 def _octaves_of(counts: Mapping[int, int]) -> dict[int, int]:
@@ -279,8 +316,7 @@ class Distribution:
         if v == 0.0:
             self._tally(1, [])
             return
-        m, e = _frexp(v)
-        self._tally(0, [e * 32 + _ceil(m * 64) - 33])
+        self._tally(0, [bucket_index(v)])
 
     def add_many(self, values: Iterable[float]) -> None:
         """Count every one of ``values`` (each as ``add`` would), or none of them."""
@@ -288,7 +324,8 @@ class Distribution:
 
     def add_sorted(self, ordered: list[float]) -> None:
         """Count values that ``checked_sorted`` returned. Cheaper per value than ``add``
-        for many at once: the bucket indexes are tallied in C."""
+        for many at once: the bucket indexes come in C-level passes where there are
+        enough of them, and are tallied in C."""
         n = len(ordered)
         if not n:
             return
@@ -296,20 +333,16 @@ class Distribution:
         if total == _INF:
             raise ValueError("the sum would overflow")
         self.total = total
-        zeros = bisect_right(ordered, 0.0)
-        # bucket_index inlined: a function call per value would cost half as much again.
-        self._tally(
-            zeros,
-            [e * 32 + _ceil(m * 64) - 33 for m, e in map(_frexp, ordered[zeros:])],
-        )
+        zeros = bisect_right(ordered, 0.0) if ordered[0] == 0 else 0
+        self._tally(zeros, _sorted_indices(ordered[zeros:] if zeros else ordered))
 
     def _tally(self, zeros: int, indices: list[int]) -> None:
-        """Count ``zeros`` zeros and a value in each bucket of ``indices`` (the sum is
-        the caller's), here and in the distribution this one tees into."""
+        """Count ``zeros`` zeros and a value in each bucket of ``indices`` (ascending;
+        the sum is the caller's), here and in the distribution this one tees into."""
         self.zeros += zeros
         _count_elements(self.counts, indices)
-        if self._octaves is not None:
-            _count_elements(self._octaves, map(rshift, indices, repeat(_OCTAVE_SHIFT)))
+        if self._octaves is not None and indices:
+            _tally_octaves(self._octaves, indices)
         if self._tee is not None:
             self._tee._tally(zeros, indices)
 

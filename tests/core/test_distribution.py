@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 import pytest
@@ -419,3 +420,19 @@ def test_a_distribution_tees_into_one_other_only() -> None:
     source.tee(Distribution())
     with pytest.raises(ValueError, match="another"):
         source.tee(Distribution())
+
+
+def test_many_values_at_once_land_in_the_buckets_bucket_index_names() -> None:
+    # add_sorted takes 16 values or more from the floats' bits: every bound, each side.
+    items = [math.ulp(0.0), 2.0**-1022, 10**300, 3]
+    for k in range(-1021, 1000):  # a finite sum
+        power = 2.0**k
+        items += [power, math.nextafter(power, 0), math.nextafter(power, math.inf)]
+        items.append(bucket_upper(bucket_index(power) + 7))
+    many = Distribution()
+    many.add_many(items)
+    assert many.counts == of(items).counts
+    assert many.count_at_most(1.0) == sum(1 for v in items if v <= 1.0)
+    top = Distribution()
+    top.add_many([1.0] * 15 + [sys.float_info.max])
+    assert top.counts == {bucket_index(1.0): 15, MAX_INDEX: 1}
