@@ -301,12 +301,11 @@ def heartbeat_tick(args: argparse.Namespace, recorder: Any) -> None:
     # record adds to the whole tick (more than the fold alone: caches, the row's latency).
     per_record = (busy - idle) / queued
     budget = HEARTBEAT_S * 1000 * 0.01 / 4
-    if per_record > 0:
-        rate = (budget - idle) / per_record / HEARTBEAT_S
-        print(
-            f"within 1 % of one core at 4 workers: up to {rate:.0f} requests/s per worker "
-            f"(the tick: {idle:.2f} ms + {per_record * 1000:.2f} us per record queued)"
-        )
+    rate = (budget - idle) / per_record / HEARTBEAT_S if per_record > 0 else 0.0
+    print(
+        f"within 1 % of one core at 4 workers: up to {max(rate, 0.0):.0f} requests/s per "
+        f"worker (the tick: {idle:.2f} ms + {per_record * 1000:.2f} us per record queued)"
+    )
 
 
 if __name__ == "__main__":
