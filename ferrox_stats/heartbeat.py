@@ -4,12 +4,15 @@ One daemon thread per recorder (``live._build`` starts it with the recorder; a f
 child builds its own recorder, hence its own thread). Each tick, off the request path:
 
 1. ``state.process_state(recorder)``: the process's counters, rate windows,
-   distributions and archive accounting, read at one instant;
+   distributions and archive accounting, read at one instant (and, first, the records
+   the request path queued since the last tick folded into the breakdown): the
+   per-label cells at power-of-two resolution, the latency merged over them at full
+   resolution (state document version 2);
 2. ``host_state.publish(doc)``: the host-local file ``/metrics`` merges (works with the
-   database down);
+   database down), the document as it is;
 3. one upsert of the process's ``Instance`` row (``INSERT … ON CONFLICT DO UPDATE``,
-   on SQLite and PostgreSQL alike), on ``ARCHIVE_DATABASE``: the document with its
-   per-label breakdown folded into three latency distributions (``fleet.row_state``);
+   on SQLite and PostgreSQL alike), on ``ARCHIVE_DATABASE``: the document without its
+   per-label cells (``fleet.row_state``);
 4. now and then, a bounded delete of rows of instances gone for ``INSTANCE_KEEP_S``.
 
 A tick that fails is counted (``failures``, ``host_failures``), logged once per outage,

@@ -356,6 +356,11 @@ class Distribution:
             return
         if self._tee is not None:
             raise ValueError("this distribution already tees into another")
+        target: Distribution | None = into
+        while target is not None:
+            if target is self:
+                raise ValueError("a distribution cannot tee into itself")
+            target = target._tee
         into._merge_counts(self)
         self._tee = into
 
@@ -368,6 +373,8 @@ class Distribution:
         self._merge_counts(other)
 
     def _merge_counts(self, other: Distribution) -> None:
+        if other is self:  # what is added, before adding it (the tee gets it too)
+            other = other.copy()
         self.zeros += other.zeros
         counts = self.counts
         if not counts:

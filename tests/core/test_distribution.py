@@ -422,6 +422,24 @@ def test_a_distribution_tees_into_one_other_only() -> None:
         source.tee(Distribution())
 
 
+def test_a_tee_never_loops() -> None:
+    a, b = of([1.0]), of([2.0])
+    with pytest.raises(ValueError, match="itself"):
+        a.tee(a)
+    a.tee(b)
+    with pytest.raises(ValueError, match="itself"):
+        b.tee(a)
+
+
+def test_merging_a_teeing_distribution_with_itself_tees_what_was_added() -> None:
+    target = Distribution()
+    source = of([1.0, 3.0])
+    source.tee(target)
+    source.merge(source)
+    assert source.counts == {bucket_index(1.0): 2, bucket_index(3.0): 2}
+    assert target.counts == source.counts
+
+
 def test_many_values_at_once_land_in_the_buckets_bucket_index_names() -> None:
     # add_sorted takes 16 values or more from the floats' bits: every bound, each side.
     items = [math.ulp(0.0), 2.0**-1022, 10**300, 3]
