@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from ferrox_stats import access, host_state, live, metrics, tokens
+from ferrox_stats import access, host_state, live, metrics, octave, tokens
 from ferrox_stats.core.breakdown import Breakdown
 from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.host_state import HostTotals, publish
@@ -80,7 +80,7 @@ def totals_of(*records: Any, archive: bool = False, **gauges: float | None) -> H
     doc["breakdown"] = breakdown_wire(*records)
     return HostTotals(
         state=merge_states([doc]),
-        cells=Breakdown.merge_wire([doc["breakdown"]]),
+        cells=octave.merged([octave.of_document(doc)]),
         instances=1,
         pool_occupancy=gauges.get("pool_occupancy"),
         queue_depth=gauges.get("queue_depth"),
@@ -521,14 +521,20 @@ def test_the_buckets_are_count_at_most_at_every_bound(values: list[float]) -> No
     dist = Distribution()
     for v in values:
         dist.add(v)
-    for (tops, names), bounds in (
-        (metrics.DURATION, metrics.DURATION_BOUNDS),
-        (metrics.TOKENS, metrics.TOKEN_BOUNDS),
+    cell = {"model": "m", "route": "r", "outcome": "ok", "requests": 1}
+    cell |= {"input_tokens": 0, "output_tokens": 0}
+    cell |= {name: octave.octaves(dist) for name in ("duration", "ttft", "tpot", "input", "output")}
+    merged = octave.merged([octave.checked([cell])])
+    for name, bounds, at in (
+        ("duration", metrics.DURATION_BOUNDS, metrics.DURATION),
+        ("input", metrics.TOKEN_BOUNDS, metrics.TOKENS),
     ):
-        buckets = metrics._buckets(dist, tops, names)
+        [cumulative] = merged.cumulative[name]
+        buckets = metrics._buckets(cumulative, merged.frames[name], at)
         expected = [dist.count_at_most(bound) for bound in bounds]
         assert [count for _, count in buckets] == [*expected, dist.count]
         assert expected == [sum(1 for v in values if v <= bound) for bound in bounds]
+        assert [name for name, _ in buckets] == [*at.names, "+Inf"]
 
 
 def test_a_scrape_never_counts_more_than_its_workers_file_holds(
