@@ -11,10 +11,14 @@ into ``retired.json``, summed with every process folded before, and deleted, so 
 directory holds one file per running process plus one. Only wiping the directory (the
 default one is under the system's temp dir: a reboot) resets the host's counters.
 
-The files keep each distribution at power-of-two resolution (``by_octave``): every
-``le`` of the exposition is a power of two, where that is still exact, and a scrape
-reads a few buckets per distribution instead of up to 32 per power of two. The fleet's
-percentiles come from the heartbeat rows, at full resolution, not from these files.
+The files keep each distribution at power-of-two resolution: every ``le`` of the
+exposition is a power of two, where that is still exact. A document of version 2 says so
+in its form (``octave``: per power of two, one count), and a scrape checks and sums the
+files by column, in C-level passes (``octave.checked``, ``octave.merged``); one of version
+1 (a worker of the previous release, during a rolling upgrade) is read into that form
+first. ``retired.json`` stays in version 1's form, which both releases read (see
+``_retire``). The fleet's percentiles come from the heartbeat rows, at full resolution,
+not from these files.
 
 Consistent without a reader lock: a folder (one at a time, under an ``fcntl`` lock it never
 waits for) writes ``retired.json``, naming the instances it folded, *before* it deletes
@@ -159,6 +163,7 @@ def reset() -> None:
         _warned.clear()
     with _publish_lock:
         _last_at_ms.clear()
+    _retired_seen.clear()
     failures = 0
 
 
