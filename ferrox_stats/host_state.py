@@ -270,17 +270,17 @@ def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
         _publish_lock.release()
 
 
-def octave_document(doc: Mapping[str, Any]) -> dict[str, Any]:
+def octave_document(doc: Mapping[str, Any], *, trusted: bool = False) -> dict[str, Any]:
     """``doc`` as a state document of ``octave.VERSION``: one of version 1 with its
-    breakdown read into the octave form (``ValueError`` if it cannot be), one of that
-    version as it is."""
+    breakdown read into the octave form (``ValueError`` if it cannot be; ``trusted``,
+    this process's own, is not checked), one of that version as it is."""
     if doc.get("version") == octave.VERSION:
         return dict(doc)
     return {
         **doc,
         "version": octave.VERSION,
         "resolution": OCTAVE,
-        "breakdown": octave.from_keyed(doc["breakdown"]),
+        "breakdown": octave.from_keyed(doc["breakdown"], trusted=trusted),
     }
 
 
@@ -663,7 +663,7 @@ def host_totals(
     if now_ms is None:
         now_ms = int(current["at_ms"]) if current is not None else int(time.time() * 1000)
     path = directory()
-    own = octave_document(current) if current is not None else None
+    own = octave_document(current, trusted=True) if current is not None else None
     # This process's own document, built in memory: not checked like a file.
     own_part = octave.of_document(own, trusted=True) if own is not None else None
     if not _usable(path):

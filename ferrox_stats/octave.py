@@ -469,11 +469,32 @@ def octaves(distribution: Distribution) -> dict[str, Any]:
     return {"zeros": distribution.zeros, "sum": distribution.total, "offset": low, "counts": values}
 
 
-def from_keyed(breakdown: Any) -> list[dict[str, Any]]:
+def _gathered(wire: Mapping[str, Any]) -> dict[str, Any]:
+    # A keyed distribution of our own making (sorted canonical indexes) per power of two.
+    per: dict[int, int] = {}
+    for index, n in wire["counts"].items():
+        octave = int(index) // SUB_BUCKETS
+        per[octave] = per.get(octave, 0) + n
+    if not per:
+        return {"zeros": wire["zeros"], "sum": wire["sum"], "offset": 0, "counts": []}
+    low = min(per)
+    values = [0] * (max(per) - low + 1)
+    for octave, n in per.items():
+        values[octave - low] = n
+    return {"zeros": wire["zeros"], "sum": wire["sum"], "offset": low, "counts": values}
+
+
+def from_keyed(breakdown: Any, *, trusted: bool = False) -> list[dict[str, Any]]:
     """A version 1 breakdown (``Cell.to_wire``'s keyed counts) in the octave form;
-    ``ValueError`` for anything ``Cell.from_wire`` refuses."""
+    ``ValueError`` for anything ``Cell.from_wire`` refuses. ``trusted`` (this process's
+    own, built in memory) skips those checks."""
     if type(breakdown) is not list:
         raise ValueError("a breakdown must be a list of cells")
+    if trusted:
+        return [
+            {**wire, **{name: _gathered(wire[name]) for name in DISTRIBUTIONS}}
+            for wire in breakdown
+        ]
     result = []
     for wire in breakdown:
         (model, route, outcome), cell = Cell.from_wire(wire)

@@ -524,3 +524,17 @@ def test_retired_json_stays_readable_by_the_previous_release(metrics_dir: Path) 
             [1.5],
             0,
         )
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e9, allow_nan=False), max_size=50))
+def test_the_own_document_is_read_into_the_octave_form_as_a_file_would_be(
+    values: list[float],
+) -> None:
+    from ferrox_stats.core.breakdown import Cell
+
+    cell = Cell()
+    for name in ("duration", "ttft", "tpot"):
+        getattr(cell, name).add_many(values)
+    cell.input.add_many([round(v) for v in values])
+    wire = [cell.to_wire(("m", "r", "ok"))]
+    assert octave.from_keyed(wire, trusted=True) == octave.from_keyed(wire)
