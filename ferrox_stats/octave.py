@@ -20,8 +20,8 @@ of the document, never a Python step per bucket:
 - ``checked(breakdown)``: a ``Part`` (the cells by column), or ``ValueError`` for
   anything a producer could not have written (types, negative counts, an unbounded span);
 - ``merged(parts)``: a ``Merged``: the cells summed key by key, each distribution as its
-  cumulative counts at every power of two of its ``FRAMES`` entry, the count last: what
-  the exposition writes, bound by bound.
+  cumulative counts at every power of two of its frame (the part of its ``FRAMES``
+  entry its values reach), the count last: what the exposition writes, bound by bound.
 
 ``from_keyed`` reads a version 1 breakdown (``Distribution.to_wire`` keyed counts) into
 this form, ``keyed`` writes one back, ``summed`` sums parts into octave-form cells (a
@@ -30,6 +30,7 @@ state document's), ``cells`` turns a part into ``Cell`` objects.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial, reduce
 from itertools import accumulate, chain, compress, repeat
@@ -43,6 +44,8 @@ __all__ = [
     "FRAMES",
     "MAX_OCTAVE",
     "MIN_OCTAVE",
+    "TIMES",
+    "TOKENS",
     "VERSION",
     "Frame",
     "Merged",
@@ -64,7 +67,7 @@ MIN_OCTAVE = MIN_INDEX // SUB_BUCKETS
 MAX_OCTAVE = MAX_INDEX // SUB_BUCKETS
 # A label longer than this is not one a breakdown keeps (Cell.from_wire's bound).
 MAX_LABEL = 1000
-_FLOAT_MAX = 1.7976931348623157e308
+_FLOAT_MAX = sys.float_info.max
 
 
 class Frame(NamedTuple):
