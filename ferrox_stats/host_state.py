@@ -12,11 +12,14 @@ directory holds one file per running process plus one. Only wiping the directory
 default one is under the system's temp dir: a reboot) resets the host's counters.
 
 The files keep each distribution at power-of-two resolution: every ``le`` of the
-exposition is a power of two, where that is still exact, and a scrape reads a few
-buckets per distribution instead of up to 32 per power of two. A version 2 document
-(``state.STATE_VERSION``) comes that way from ``process_state`` and is written as it
-is; an older one is gathered first (``by_octave``). The fleet's percentiles come from
-the heartbeat rows, at full resolution, not from these files.
+exposition is a power of two, where that is still exact. A version 2 document
+(``state.STATE_VERSION``) comes that way from ``process_state`` and is written as it is
+(an older one is gathered first, ``by_octave``); a scrape checks and sums the files by
+column, in C-level passes (``octave.checked``, ``octave.merged``); one of version 1 (a
+worker of the previous release, during a rolling upgrade) is read into that form first.
+``retired.json`` stays in version 1's form, which both releases read (see ``_retire``).
+The fleet's percentiles come from the heartbeat rows, at full resolution, not from these
+files.
 
 Consistent without a reader lock: a folder (one at a time, under an ``fcntl`` lock it never
 waits for) writes ``retired.json``, naming the instances it folded, *before* it deletes
@@ -45,10 +48,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import octave
 from .conf import conf
-from .core.breakdown import DISTRIBUTIONS, Cell, CellKey
+from .core.breakdown import DISTRIBUTIONS
 from .core.distribution import SUB_BUCKETS
-from .state import OCTAVE, READABLE_VERSIONS, STATE_VERSION, merge_states, merged_cells
+from .octave import Merged, Part
+from .state import OCTAVE, READABLE_VERSIONS, merge_states
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -57,6 +62,7 @@ __all__ = [
     "by_octave",
     "directory",
     "host_totals",
+    "octave_document",
     "publish",
     "usable",
 ]
@@ -82,14 +88,15 @@ _EMPTY_RATE = {"amount": 0.0, "span_s": 0.0, "samples": 0, "window_s": 0.0}
 @dataclass
 class HostTotals:
     """What a scrape reads: ``state`` is ``merge_states`` over the running processes and
-    everything retired (without its breakdown), ``cells`` that breakdown merged, at
-    power-of-two resolution; ``instances`` counts running processes; ``pool_occupancy`` and
+    everything retired (without its breakdown), ``cells`` that breakdown merged
+    (``octave.merged``: cumulative counts at every power of two); ``instances`` counts
+    running processes; ``pool_occupancy`` and
     ``queue_depth`` are the freshest measurement among them (None: nothing measured);
     ``lost`` counts processes that ended without the clean-shutdown mark and the records
     their last documents still had pending; ``skipped`` counts files not understood."""
 
     state: dict[str, Any]
-    cells: dict[CellKey, Cell]
+    cells: Merged
     instances: int
     pool_occupancy: float | None = None
     queue_depth: float | None = None
@@ -156,6 +163,7 @@ def reset() -> None:
         _warned.clear()
     with _publish_lock:
         _last_at_ms.clear()
+    _retired_seen.clear()
     failures = 0
 
 
@@ -269,11 +277,29 @@ def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
         _publish_lock.release()
 
 
+def octave_document(doc: Mapping[str, Any], *, trusted: bool = False) -> dict[str, Any]:
+    """``doc`` as a state document of ``octave.VERSION``: one of version 1 with its
+    breakdown read into the octave form (``ValueError`` if it cannot be; ``trusted``,
+    this process's own, is not checked), one of that version as it is."""
+    if doc.get("version") == octave.VERSION:
+        return dict(doc)
+    return {
+        **doc,
+        "version": octave.VERSION,
+        "resolution": OCTAVE,
+        "breakdown": octave.from_keyed(doc["breakdown"], trusted=trusted),
+    }
+
+
 # -- reading ---------------------------------------------------------------------------
 
+FileId = tuple[int, int, int, int]
 
-def _read(path: str) -> Any:
-    """The JSON in ``path``; None if it vanished. ValueError if it is not a file of ours."""
+
+def _read_bytes(path: str, unless: FileId | None = None) -> tuple[FileId, bytes | None] | None:
+    """The file's identity (device, inode, size, mtime) and bytes, None for the bytes
+    when its identity is ``unless`` (unchanged); None if it vanished. ValueError if it
+    is not a file of ours."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -288,11 +314,23 @@ def _read(path: str) -> Any:
             raise ValueError("not a regular file of this user")
         if info.st_size > MAX_FILE_BYTES:
             raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-        raw = handle.read(MAX_FILE_BYTES + 1)
+        identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+        if identity == unless:
+            return identity, None
+        return identity, handle.read(MAX_FILE_BYTES + 1)
+
+
+def _loads(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, RecursionError, json.JSONDecodeError) as exc:
         raise ValueError(f"not JSON ({exc})") from None
+
+
+def _read(path: str) -> Any:
+    """The JSON in ``path``; None if it vanished. ValueError if it is not a file of ours."""
+    got = _read_bytes(path)
+    return None if got is None else _loads(got[1] or b"")
 
 
 def _int(value: Any) -> bool:
@@ -300,7 +338,8 @@ def _int(value: Any) -> bool:
 
 
 def _check(doc: Any) -> dict[str, Any]:
-    """``doc`` if it has a state document's shape (the fields this module reads)."""
+    """``doc`` if it has a state document's shape (the fields this module reads), of a
+    version this release reads (1, or the octave form's)."""
     if not isinstance(doc, dict) or doc.get("version") not in READABLE_VERSIONS:
         raise ValueError("not a state document of a version this release reads")
     if not isinstance(doc.get("instance"), str) or not isinstance(doc.get("host"), str):
@@ -362,12 +401,15 @@ def _gone(doc: Mapping[str, Any], host: str) -> bool:
 @dataclass
 class _Scan:
     docs: dict[str, dict[str, Any]]  # file name -> document
+    parts: dict[str, Part]  # file name -> its breakdown, checked
     skipped: int
     tmp: list[str]
 
 
-def _scan(path: str) -> _Scan:
+def _scan(path: str, skip: str | None = None) -> _Scan:
+    """Every process file of the directory but ``skip``, read and checked."""
     docs: dict[str, dict[str, Any]] = {}
+    parts: dict[str, Part] = {}
     skipped = 0
     tmp: list[str] = []
     with os.scandir(path) as entries:
@@ -377,33 +419,51 @@ def _scan(path: str) -> _Scan:
             if name.endswith(".tmp"):
                 tmp.append(name)
             continue
-        if not name.endswith(".json") or name == RETIRED:
+        if not name.endswith(".json") or name in (RETIRED, skip):
             continue
         try:
             doc = _read(os.path.join(path, name))
             if doc is not None:
-                docs[name] = _check(doc)
+                doc = _check(doc)
+                parts[name] = octave.of_document(doc)
+                docs[name] = doc
         except ValueError as exc:
             skipped += 1
             _warn_once(f"file:{name}", "ferrox_stats: skipping %s in METRICS_DIR: %s", name, exc)
-    return _Scan(docs, skipped, tmp)
+    return _Scan(docs, parts, skipped, tmp)
 
 
-def _read_retired(path: str) -> dict[str, Any] | None:
+# The last retired.json read, by directory: it changes only when a process ends, and a
+# version 1 one costs a conversion to read.
+_retired_seen: dict[str, tuple[FileId, dict[str, Any], Part]] = {}
+
+
+def _read_retired(path: str) -> tuple[dict[str, Any], Part] | None:
     try:
-        doc = _read(os.path.join(path, RETIRED))
-        if doc is None:
+        seen = _retired_seen.get(path)
+        got = _read_bytes(os.path.join(path, RETIRED), None if seen is None else seen[0])
+        if got is None:
             return None
+        identity, raw = got
+        if raw is None and seen is not None:
+            return seen[1], seen[2]
+        doc = _loads(raw or b"")
+        if not isinstance(doc, dict):
+            raise ValueError("not an object")
         folded, lost = doc.get("folded"), doc.get("lost")
         if not isinstance(folded, dict) or not all(_int(at) for at in folded.values()):
             raise ValueError("folded is not a map of instances to times")
         if not isinstance(lost, dict) or not all(_int(lost.get(k)) for k in LOST_KEYS):
             raise ValueError("lost is not a set of counts")
-        return _check(doc)
+        doc = _check(doc)
+        part = octave.of_document(doc)
     except ValueError as exc:
         # Never silently restart the host's counters from zero: say so, loudly, once.
         _warn_once("retired", "ferrox_stats: %s is unreadable (%s); ignoring it", RETIRED, exc)
         return None
+    _retired_seen.clear()  # one directory's, at most
+    _retired_seen[path] = (identity, doc, part)
+    return doc, part
 
 
 # -- folding ---------------------------------------------------------------------------
@@ -430,10 +490,20 @@ def _retire(
     now_ms: int,
 ) -> dict[str, Any]:
     """One state document summing ``parts`` (the previous retired document and the
-    documents of processes now gone), shaped like a process's so ``merge_states`` takes it."""
+    documents of processes now gone), shaped like a process's so ``merge_states`` takes it.
+
+    Written in version 1's form (its breakdown keyed, each power of two's values in its
+    last bucket), which this release and the one before both read: in a rolling upgrade
+    a worker of the previous release may fold next, and one that could not read
+    retired.json would start the host's retired counters over. Readers of this release
+    convert it once per change (``_read_retired``).
+    """
     merged = merge_states(parts)
+    cells = merged["breakdown"]
+    if merged["version"] != octave.VERSION:
+        cells = octave.from_keyed(cells)
     return {
-        "version": STATE_VERSION,
+        "version": 1,
         "instance": "retired",
         "replica": "",
         "host": socket.gethostname(),
@@ -444,7 +514,7 @@ def _retire(
         "stopped": True,
         "serving": {**merged["serving"], "active": 0},
         "rates": {"decode": dict(_EMPTY_RATE), "prefill": dict(_EMPTY_RATE)},
-        "breakdown": merged["breakdown"],
+        "breakdown": octave.keyed(cells),
         "gauges": {"pool_occupancy": None, "queue_depth": None, "refused": 0},
         "recorded_total": merged["recorded_total"],
         "sink_errors": merged["sink_errors"],
@@ -477,7 +547,8 @@ def _fold(path: str, gone: Iterable[str], host: str) -> None:
 
 def _fold_locked(path: str, gone: Iterable[str], host: str) -> None:
     now_ms = int(time.time() * 1000)
-    retired = _read_retired(path)
+    read = _read_retired(path)
+    retired = read[0] if read else None
     folded: dict[str, int] = dict(retired.get("folded") or {}) if retired else {}
     lost = dict(retired.get("lost") or {}) if retired else {}
     lost = {"instances": int(lost.get("instances", 0)), "pending": int(lost.get("pending", 0))}
@@ -555,35 +626,35 @@ def _freshest(docs: Iterable[Mapping[str, Any]], name: str, now_ms: int) -> floa
     return None if best is None else best[1]
 
 
-def _merged(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[CellKey, Cell]]:
-    # The breakdown is merged once, into cells: not into a wire list to parse again.
-    state = merge_states({**part, "breakdown": []} for part in parts)
+def _merged(docs: list[dict[str, Any]], parts: list[Part]) -> tuple[dict[str, Any], Merged]:
+    # The counters of every document; the breakdowns, checked already, by column.
+    state = merge_states({**doc, "breakdown": []} for doc in docs)
     del state["breakdown"]
-    return state, merged_cells(parts)
+    state.pop("latency", None)
+    return state, octave.merged(parts)
 
 
-def _merge(
-    parts: list[dict[str, Any]],
-) -> tuple[dict[str, Any], dict[CellKey, Cell], int]:
-    """The parts merged, leaving out (and counting) any part that cannot be: one bad
-    file never fails a scrape."""
+def _merge(docs: list[dict[str, Any]], parts: list[Part]) -> tuple[dict[str, Any], Merged, int]:
+    """The documents (and their breakdowns, ``parts``) merged, leaving out (and
+    counting) any that cannot be: one bad file never fails a scrape."""
     try:
-        return (*_merged(parts), 0)
+        return (*_merged(docs, parts), 0)
     except Exception:
-        good = []
-        for part in parts:
+        good: list[tuple[dict[str, Any], Part]] = []
+        for doc, part in zip(docs, parts, strict=True):
             try:
-                _merged([part])
+                _merged([doc], [part])
             except Exception as exc:
                 _warn_once(
-                    f"merge:{part.get('instance')}",
+                    f"merge:{doc.get('instance')}",
                     "ferrox_stats: skipping the state of %r in METRICS_DIR: %r",
-                    part.get("instance"),
+                    doc.get("instance"),
                     exc,
                 )
             else:
-                good.append(part)
-        return (*_merged(good), len(parts) - len(good))
+                good.append((doc, part))
+        state, cells = _merged([doc for doc, _ in good], [part for _, part in good])
+        return state, cells, len(docs) - len(good)
 
 
 def host_totals(
@@ -599,9 +670,11 @@ def host_totals(
     if now_ms is None:
         now_ms = int(current["at_ms"]) if current is not None else int(time.time() * 1000)
     path = directory()
-    own = by_octave(current) if current is not None else None
+    own = octave_document(current, trusted=True) if current is not None else None
+    # This process's own document, built in memory: not checked like a file.
+    own_part = octave.of_document(own, trusted=True) if own is not None else None
     if not _usable(path):
-        state, cells, _ = _merge([own] if own else [])
+        state, cells, _ = _merge([own] if own else [], [own_part] if own_part else [])
         return HostTotals(
             state=state,
             cells=cells,
@@ -611,30 +684,40 @@ def host_totals(
             host_wide=False,
         )
     host = socket.gethostname()
-    scan = _scan(path)
-    gone = [name for name, doc in scan.docs.items() if _gone(doc, host)]
-    if gone:
-        _fold(path, gone, host)
-        scan = _scan(path)  # files first, retired.json last: see the module docstring
+    own_name = file_name(str(own["instance"])) if own else None
+    scan = _scan(path, skip=own_name)  # the own file: ``own`` stands in for it
+    ended = {name for name, doc in scan.docs.items() if _gone(doc, host)}
+    if ended:
+        _fold(path, ended, host)
+        scan = _scan(
+            path, skip=own_name
+        )  # files first, retired.json last: see the module docstring
+        ended = {name for name, doc in scan.docs.items() if _gone(doc, host)}
     if scan.tmp:
         _sweep_tmp(path, scan.tmp)
-    retired = _read_retired(path)
+    read = _read_retired(path)
+    retired = read[0] if read else None
     folded = (retired or {}).get("folded") or {}
-    own_name = file_name(str(own["instance"])) if own else None
     running: list[dict[str, Any]] = []
-    parts: list[dict[str, Any]] = [_as_gone(retired)] if retired else []
+    running_parts: list[Part] = []
+    docs: list[dict[str, Any]] = [_as_gone(retired)] if retired else []
+    parts: list[Part] = [read[1]] if read else []
     for name, doc in scan.docs.items():
-        if doc["instance"] in folded or name == own_name:
+        if doc["instance"] in folded:
             continue
-        if _gone(doc, host):
-            parts.append(_as_gone(doc))  # a folder is at it: counted once, either way
+        if name in ended:
+            docs.append(_as_gone(doc))  # a folder is at it: counted once, either way
+            parts.append(scan.parts[name])
         else:
             running.append(doc)
-    if own is not None:
+            running_parts.append(scan.parts[name])
+    if own is not None and own_part is not None:
         running.append(own)
-    parts.extend(running)
+        running_parts.append(own_part)
+    docs.extend(running)
+    parts.extend(running_parts)
     lost = (retired or {}).get("lost") or {}
-    state, cells, refused = _merge(parts)
+    state, cells, refused = _merge(docs, parts)
     return HostTotals(
         state=state,
         cells=cells,

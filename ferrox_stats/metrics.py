@@ -20,8 +20,12 @@ nothing measured is absent, never 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+import itertools
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import chain, compress, repeat
+from operator import add, ge, itemgetter
+from typing import Any, NamedTuple
 
 from prometheus_client import generate_latest
 from prometheus_client.core import (
@@ -33,11 +37,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from . import host_state, live
+from . import host_state, live, octave
 from .conf import conf
-from .core.breakdown import Cell
-from .core.distribution import Distribution, bucket_index, bucket_upper
 from .host_state import HostTotals
+from .octave import Frame, Merged
 from .state import process_state
 
 __all__ = [
@@ -62,80 +65,164 @@ LABELS = ["model", "route", "outcome"]
 TOKEN_TYPE = "gen_ai_token_type"
 
 
-def _exact(bounds: tuple[float, ...]) -> list[int]:
-    """The bucket each bound is the upper bound of (powers of two always are one)."""
-    tops = [bucket_index(bound) for bound in bounds]
-    assert all(bucket_upper(t) == b for t, b in zip(tops, bounds, strict=True))
-    return tops
+class Bounds(NamedTuple):
+    """A histogram's ``le`` bounds: their exponents (each a power of two, where the
+    distributions count exactly) and their names as every Prometheus client writes them
+    (``"0.5"``, ``"1.0"``, ``"6.7108864e+07"``)."""
+
+    exponents: tuple[int, ...]
+    names: tuple[str, ...]
 
 
-# As every Prometheus client writes a bound ("0.5", "1.0", "6.7108864e+07").
-_LE_DURATION: list[str] = [floatToGoString(b) for b in DURATION_BOUNDS]  # type: ignore[no-untyped-call]
-_LE_TOKENS: list[str] = [floatToGoString(b) for b in TOKEN_BOUNDS]  # type: ignore[no-untyped-call]
-DURATION = (_exact(DURATION_BOUNDS), _LE_DURATION)
-TOKENS = (_exact(TOKEN_BOUNDS), _LE_TOKENS)
+def _bounds(bounds: tuple[float, ...], frame: Frame) -> Bounds:
+    """Powers of two within ``frame`` (where ``octave.merged`` keeps them apart)."""
+    exponents = tuple(round(math.log2(bound)) for bound in bounds)
+    assert [2.0**e for e in exponents] == list(bounds)
+    assert all(frame.low < e <= frame.high for e in exponents)
+    return Bounds(
+        exponents,
+        tuple(floatToGoString(bound) for bound in bounds),  # type: ignore[no-untyped-call]
+    )
 
 
-def _buckets(dist: Distribution, tops: list[int], names: list[str]) -> list[tuple[str, float]]:
-    """Cumulative ``le`` buckets, ``+Inf`` last (the count): ``count_at_most`` at every
-    bound (each the upper bound of bucket ``tops[i]``), in one pass over the counts."""
-    items = sorted(dist.counts.items())
-    end = len(items)
-    seen, i = dist.zeros, 0
-    buckets: list[tuple[str, float]] = []
-    for top, name in zip(tops, names, strict=True):
-        while i < end and items[i][0] <= top:
-            seen += items[i][1]
-            i += 1
-        buckets.append((name, seen))
-    buckets.append(("+Inf", dist.count))
-    return buckets
+DURATION = _bounds(DURATION_BOUNDS, octave.TIMES)
+TOKENS = _bounds(TOKEN_BOUNDS, octave.TOKENS)
+_LE_DURATION = list(DURATION.names)
+_LE_TOKENS = list(TOKENS.names)
+
+_pickers: dict[tuple[Frame, tuple[int, ...]], itemgetter[Any]] = {}
 
 
-Series = Iterable[tuple[list[str], Distribution]]
+def _picker(frame: Frame, bounds: Bounds) -> itemgetter[Any]:
+    """What picks, from a cumulative count in ``frame``, the count at each bound, then
+    the count twice (the ``+Inf`` bucket and ``_count``)."""
+    picker = _pickers.get((frame, bounds.exponents))
+    if picker is None:
+        if len(_pickers) > 256:
+            _pickers.clear()
+        last = frame.width - 1
+        slots = [frame.slot(e) for e in bounds.exponents]
+        picker = _pickers[frame, bounds.exponents] = itemgetter(*slots, last, last)
+    return picker
+
+
+def _buckets(cumulative: list[int], frame: Frame, bounds: Bounds) -> list[tuple[str, float]]:
+    """Cumulative ``le`` buckets, ``+Inf`` last (the count)."""
+    *counts, total, _ = _picker(frame, bounds)(cumulative)
+    return [*zip(bounds.names, counts, strict=True), ("+Inf", total)]
+
+
+def go_strings(values: Sequence[float]) -> list[str]:
+    """``floatToGoString`` of each value (finite, >= 0): its ``repr``, except from 1e6
+    to 1e16 where Go switches to an exponent sooner."""
+    strings = list(map(repr, values))
+    for i in compress(itertools.count(), map(ge, values, repeat(1e6))):
+        strings[i] = floatToGoString(values[i])  # type: ignore[no-untyped-call]
+    return strings
+
+
+class Series(NamedTuple):
+    """The series of one histogram family: each one's label values, cumulative counts
+    (in ``frame``: ``octave.Merged``) and sum."""
+
+    frame: Frame
+    labels: Sequence[Sequence[str]]
+    cumulative: Sequence[list[int]]
+    sums: Sequence[float]
 
 
 def _histogram(
-    name: str,
-    documentation: str,
-    unit_bounds: tuple[list[int], list[str]],
-    labels: list[str],
-    series: Series,
+    name: str, documentation: str, bounds: Bounds, labels: list[str], series: Series
 ) -> HistogramMetricFamily:
     family = HistogramMetricFamily(name, documentation, labels=labels)
-    tops, names = unit_bounds
-    for values, dist in series:
-        family.add_metric(values, _buckets(dist, tops, names), dist.total)
+    for values, cumulative, total in zip(
+        series.labels, series.cumulative, series.sums, strict=True
+    ):
+        family.add_metric(list(values), _buckets(cumulative, series.frame, bounds), total)
     return family
 
 
-def _histogram_text(
+# Per family name, the last text template written and what it was written for: a
+# series' label string is escaped once while the labels stay (LABEL_MAX_MODELS bounds them).
+_templates: dict[str, tuple[tuple[Any, ...], bytes]] = {}
+MAX_TEMPLATES = 64
+
+
+def _template(
+    kind: str,
     name: str,
     documentation: str,
-    unit_bounds: tuple[list[int], list[str]],
+    les: tuple[str, ...] | None,
     labels: list[str],
-    series: Series,
-) -> str:
+    values: Sequence[Sequence[str]],
+) -> bytes:
+    """The family's text (UTF-8) with a ``%d`` for each count and a ``%s`` for each sum."""
+    identity = (kind, documentation, les, tuple(labels), tuple(map(tuple, values)))
+    cached = _templates.get(name)
+    if cached is not None and cached[0] == identity:
+        return cached[1]
+    # Text around the placeholders with every "%" doubled (a label value may hold one).
+    help_text = _percent(documentation.replace("\\", r"\\").replace("\n", r"\n"))
+    sample = _percent(name if kind == "histogram" else f"{name}_total")
+    plain = _percent(name)
+    out = [f"# HELP {sample} {help_text}\n# TYPE {sample} {kind}\n"]
+    for series in values:
+        labelled = _percent(
+            ",".join(
+                f'{label}="{_label_value(value)}"'
+                for label, value in zip(labels, series, strict=True)
+            )
+        )
+        if les is None:
+            out.append(f"{sample}{{{labelled}}} %d\n")
+            continue
+        bucket = f'{plain}_bucket{{{labelled},le="'
+        out.extend([f'{bucket}{le}"}} %d\n' for le in (*les, "+Inf")])
+        out.append(f"{plain}_count{{{labelled}}} %d\n")
+        out.append(f"{plain}_sum{{{labelled}}} %s\n")
+    template = "".join(out).encode()
+    if len(_templates) >= MAX_TEMPLATES:
+        _templates.clear()
+    _templates[name] = (identity, template)
+    return template
+
+
+def _histogram_text(
+    name: str, documentation: str, bounds: Bounds, labels: list[str], series: Series
+) -> bytes:
     """The family ``_histogram`` builds, in the text format ``generate_latest`` writes.
 
     Written here because the histograms are nearly every sample of a scrape, and
     ``generate_latest`` formats each sample on its own (its labels escaped, its value
-    through ``floatToGoString``): about 7 µs a sample, 45 ms for a host of 30 cells.
-    Here a series' labels are escaped once and its buckets joined. A test holds this to
-    what ``generate_latest`` writes for the same family, sample by sample.
+    through ``floatToGoString``): about 7 µs a sample, 125 ms for a host of 180 cells.
+    Here the family's text is a template kept across scrapes (its labels escaped once)
+    filled with every count in one ``%``. A test holds this to what ``generate_latest``
+    writes for the same family, sample by sample.
     """
-    tops, names = unit_bounds
-    help_text = documentation.replace("\\", r"\\").replace("\n", r"\n")
-    out = [f"# HELP {name} {help_text}\n# TYPE {name} histogram\n"]
-    for values, dist in series:
-        labelled = ",".join(
-            f'{label}="{_label_value(value)}"' for label, value in zip(labels, values, strict=True)
+    template = _template("histogram", name, documentation, bounds.names, labels, series.labels)
+    values = chain.from_iterable(
+        map(
+            add,
+            map(_picker(series.frame, bounds), series.cumulative),
+            zip(map(str.encode, go_strings(series.sums))),
         )
-        bucket = f'{name}_bucket{{{labelled},le="'
-        out.extend([f'{bucket}{le}"}} {count}\n' for le, count in _buckets(dist, tops, names)])
-        out.append(f"{name}_count{{{labelled}}} {dist.count}\n")
-        out.append(f"{name}_sum{{{labelled}}} {floatToGoString(dist.total)}\n")  # type: ignore[no-untyped-call]
-    return "".join(out)
+    )
+    return template % tuple(values)
+
+
+def _counter_text(
+    name: str,
+    documentation: str,
+    labels: list[str],
+    values: Sequence[Sequence[str]],
+    counts: list[int],
+) -> bytes:
+    """A labelled counter family of integer counts, as ``generate_latest`` writes it."""
+    return _template("counter", name, documentation, None, labels, values) % tuple(counts)
+
+
+def _percent(text: str) -> str:
+    return text.replace("%", "%%")
 
 
 def _label_value(value: str) -> str:
@@ -151,29 +238,39 @@ class HostCollector(Collector):
         families: Iterable[str] = ("otel",),
         prefix: str = "vllm",
         *,
-        histograms_as_text: list[str] | None = None,
+        as_text: list[bytes] | None = None,
     ) -> None:
         self.totals = totals
         self.families = frozenset(families)
         self.prefix = prefix
-        # Given a list, the histogram families are written into it as text (see
-        # ``_histogram_text``) instead of collected.
-        self.histograms_as_text = histograms_as_text
+        # Given a list, the histogram families and the per-cell request counter (nearly
+        # every sample) are written into it as text (see ``_histogram_text``) instead
+        # of collected.
+        self.as_text = as_text
 
     def _histogram(
+        self, name: str, documentation: str, bounds: Bounds, labels: list[str], series: Series
+    ) -> Iterator[Metric]:
+        if self.as_text is None:
+            yield _histogram(name, documentation, bounds, labels, series)
+        else:
+            self.as_text.append(_histogram_text(name, documentation, bounds, labels, series))
+
+    def _counter(
         self,
         name: str,
         documentation: str,
-        unit_bounds: tuple[list[int], list[str]],
         labels: list[str],
-        series: Series,
+        values: Sequence[Sequence[str]],
+        counts: list[int],
     ) -> Iterator[Metric]:
-        if self.histograms_as_text is None:
-            yield _histogram(name, documentation, unit_bounds, labels, series)
-        else:
-            self.histograms_as_text.append(
-                _histogram_text(name, documentation, unit_bounds, labels, series)
-            )
+        if self.as_text is not None:
+            self.as_text.append(_counter_text(name, documentation, labels, values, counts))
+            return
+        family = CounterMetricFamily(name, documentation, labels=labels)
+        for series, n in zip(values, counts, strict=True):
+            family.add_metric(list(series), n)
+        yield family
 
     def describe(self) -> Iterable[Metric]:
         # Names only, no data: registration never reads the host's state.
@@ -188,50 +285,57 @@ class HostCollector(Collector):
 
     # -- OpenTelemetry GenAI, and ours ----------------------------------------------------
 
-    def _otel(
-        self, state: Mapping[str, Any], cells: Mapping[tuple[str, str, str], Cell]
-    ) -> Iterator[Metric]:
-        keys = sorted(cells)
-        yield from self._histogram(
-            "gen_ai_server_request_duration_seconds",
-            "Time from the request to its last byte "
-            "(OpenTelemetry gen_ai.server.request.duration).",
-            DURATION,
-            LABELS,
-            ((list(key), cells[key].duration) for key in keys),
-        )
-        yield from self._histogram(
-            "gen_ai_server_time_to_first_token_seconds",
-            "Time to the first output token (OpenTelemetry gen_ai.server.time_to_first_token).",
-            DURATION,
-            LABELS,
-            ((list(key), cells[key].ttft) for key in keys),
-        )
-        yield from self._histogram(
-            "gen_ai_server_time_per_output_token_seconds",
-            "Decode time per output token after the first "
-            "(OpenTelemetry gen_ai.server.time_per_output_token).",
-            DURATION,
-            LABELS,
-            ((list(key), cells[key].tpot) for key in keys),
-        )
+    def _otel(self, state: Mapping[str, Any], cells: Merged) -> Iterator[Metric]:
+        keys = cells.keys
+        for name, kind, text in (
+            (
+                "gen_ai_server_request_duration_seconds",
+                "duration",
+                "Time from the request to its last byte "
+                "(OpenTelemetry gen_ai.server.request.duration).",
+            ),
+            (
+                "gen_ai_server_time_to_first_token_seconds",
+                "ttft",
+                "Time to the first output token (OpenTelemetry gen_ai.server.time_to_first_token).",
+            ),
+            (
+                "gen_ai_server_time_per_output_token_seconds",
+                "tpot",
+                "Decode time per output token after the first "
+                "(OpenTelemetry gen_ai.server.time_per_output_token).",
+            ),
+        ):
+            yield from self._histogram(
+                name,
+                text,
+                DURATION,
+                LABELS,
+                Series(cells.frames[kind], keys, cells.cumulative[kind], cells.sums[kind]),
+            )
+        # Per cell its input tokens, then its output tokens.
         yield from self._histogram(
             "gen_ai_client_token_usage",
             "Tokens per request by type, input or output "
             "(OpenTelemetry gen_ai.client.token.usage).",
             TOKENS,
             [*LABELS, TOKEN_TYPE],
-            (
-                ([*key, kind], dist)
-                for key in keys
-                for kind, dist in (("input", cells[key].input), ("output", cells[key].output))
+            Series(
+                cells.frames["input"],  # the output's too
+                [(*key, kind) for key in keys for kind in ("input", "output")],
+                list(
+                    chain.from_iterable(
+                        zip(cells.cumulative["input"], cells.cumulative["output"], strict=True)
+                    )
+                ),
+                list(
+                    chain.from_iterable(zip(cells.sums["input"], cells.sums["output"], strict=True))
+                ),
             ),
         )
-
-        requests = CounterMetricFamily("ferrox_stats_requests", "Finished requests.", labels=LABELS)
-        for key in keys:
-            requests.add_metric(list(key), cells[key].requests)
-        yield requests
+        yield from self._counter(
+            "ferrox_stats_requests", "Finished requests.", LABELS, keys, cells.requests
+        )
 
         serving = state.get("serving") or {}
         tokens = CounterMetricFamily(
@@ -311,34 +415,34 @@ class HostCollector(Collector):
 
     # -- vLLM's names ---------------------------------------------------------------------
 
-    def _vllm(
-        self, state: Mapping[str, Any], cells: Mapping[tuple[str, str, str], Cell]
-    ) -> Iterator[Metric]:
+    def _vllm(self, state: Mapping[str, Any], cells: Merged) -> Iterator[Metric]:
         p = self.prefix
-        by_model: dict[str, list[Cell]] = {}
-        for (model, _route, _outcome), cell in cells.items():
-            by_model.setdefault(model, []).append(cell)
-        models = sorted(by_model)
+        by_model = cells.by_model()
         label = ["model_name"]
-        merged = {
-            kind: {m: Distribution.merged(getattr(c, kind) for c in by_model[m]) for m in models}
-            for kind in ("duration", "ttft", "tpot")
-        }
         for name, kind, text in (
             ("e2e_request_latency_seconds", "duration", "End-to-end request latency."),
             ("time_to_first_token_seconds", "ttft", "Time to the first token."),
             ("time_per_output_token_seconds", "tpot", "Time per output token after the first."),
         ):
             yield from self._histogram(
-                f"{p}:{name}", text, DURATION, label, (([m], merged[kind][m]) for m in models)
+                f"{p}:{name}",
+                text,
+                DURATION,
+                label,
+                Series(
+                    by_model.frames[kind],
+                    by_model.keys,
+                    by_model.cumulative[kind],
+                    by_model.sums[kind],
+                ),
             )
-        for name, field, text in (
-            ("prompt_tokens", "input_tokens", "Prefill tokens processed."),
-            ("generation_tokens", "output_tokens", "Generation tokens processed."),
+        for name, counts, text in (
+            ("prompt_tokens", by_model.input_tokens, "Prefill tokens processed."),
+            ("generation_tokens", by_model.output_tokens, "Generation tokens processed."),
         ):
             counter = CounterMetricFamily(f"{p}:{name}", text, labels=label)
-            for m in models:
-                counter.add_metric([m], sum(getattr(c, field) for c in by_model[m]))
+            for (model,), n in zip(by_model.keys, counts, strict=True):
+                counter.add_metric([model], n)
             yield counter
         serving = state.get("serving") or {}
         # Host-wide, no model_name: the state counts requests in flight, not their models.
@@ -367,18 +471,14 @@ def _measured(name: str, documentation: str, value: float | None) -> Iterator[Me
 
 def exposition(totals: HostTotals) -> bytes:
     """``totals`` in the text format, in the families the settings name."""
-    histograms: list[str] = []
+    text: list[bytes] = []
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
-        HostCollector(
-            totals,
-            conf.METRICS_FAMILIES,
-            conf.METRICS_VLLM_PREFIX,
-            histograms_as_text=histograms,
-        )
+        HostCollector(totals, conf.METRICS_FAMILIES, conf.METRICS_VLLM_PREFIX, as_text=text)
     )
-    rest = generate_latest(registry)  # collects: fills ``histograms`` on the way
-    return "".join(histograms).encode() + rest
+    rest = generate_latest(registry)  # collects: fills ``text`` on the way
+    text.append(rest)
+    return b"".join(text)
 
 
 def scrape() -> bytes:
@@ -391,7 +491,9 @@ def scrape() -> bytes:
     every other worker. Counting the unwritten state would let the next scrape, of
     another worker, read that file and step back by the requests in between.
     """
-    doc = host_state.by_octave(process_state(live.get_recorder()))
+    # Until process_state writes the octave form itself (state version 2), its version
+    # 1 document is read into that form here; for a version 2 one this is a copy.
+    doc = host_state.octave_document(process_state(live.get_recorder()), trusted=True)
     written = host_state.publish(doc, wait=False)
     own = doc if written or not host_state.usable() else None
     return exposition(host_state.host_totals(own, now_ms=int(doc["at_ms"])))

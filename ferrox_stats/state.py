@@ -21,10 +21,12 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Mapping
+from operator import add
 from typing import Any
 
+from . import octave
 from .core.breakdown import Breakdown, Cell
-from .core.distribution import RELATIVE_ERROR, Distribution
+from .core.distribution import MAX_INDEX, MIN_INDEX, RELATIVE_ERROR, Distribution
 from .core.rate import LastKnown, RateReading
 from .live import Recorder
 
@@ -39,7 +41,8 @@ __all__ = [
 ]
 
 STATE_VERSION = 2
-# The versions merge_states reads: this one, and version 1 (a rolling upgrade).
+# What merge_states reads: version 1 (breakdown in Cell.to_wire's keyed form) and this
+# one (breakdown in the octave form, "latency" dense: octave.VERSION).
 READABLE_VERSIONS = (1, STATE_VERSION)
 OCTAVE = "octave"
 
@@ -120,12 +123,16 @@ def _gauge(gauge: LastKnown[float], now: float) -> dict[str, float] | None:
 
 
 def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The sum of several ``process_state`` documents (or of merged ones).
+    """The sum of several ``process_state`` documents (or of merged ones), of version 1
+    or ``octave.VERSION``.
 
     Counters and archive accounting are summed (``archive`` is ``None`` when no part has
     one), rates recombined as ``Σ amount / max span_s``, breakdown cells merged
-    bucket-wise. Per-process identity and gauges are left out; ``instances`` says how
-    many processes the sum covers. ``ValueError`` for a part that is not such a document.
+    bucket-wise: at full resolution when every part is of version 1 (a version 1 sum),
+    else in the octave form (a version 2 sum); ``latency`` summed bucket-wise when every
+    part carries one. Per-process identity and gauges are left out; ``instances`` says
+    how many processes the sum covers. ``ValueError`` for a part that is not such a
+    document.
     """
     instances = 0
     at_ms: int | None = None
@@ -133,12 +140,17 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     aborts: dict[str, int] = {}
     rates = {name: {"amount": 0.0, "span_s": 0.0, "samples": 0, "window_s": 0.0} for name in RATES}
     breakdowns: list[Any] = []
+    versions: set[int] = set()
+    latencies: list[Mapping[str, Any] | None] = []
     archive: dict[str, Any] | None = None
     recorded_total = sink_errors = breakdown_refused = 0
     for state in states:
         try:
             if state["version"] not in READABLE_VERSIONS:
-                raise ValueError(f"state version {state['version']!r} is not one of ours")
+                raise ValueError(
+                    f"state version {state['version']!r} is not one of {READABLE_VERSIONS}"
+                )
+            versions.add(state["version"])
             instances += state.get("instances", 1)
             if state.get("at_ms") is not None:
                 at_ms = state["at_ms"] if at_ms is None else max(at_ms, state["at_ms"])
@@ -152,7 +164,8 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                 mine["span_s"] = max(mine["span_s"], part["span_s"])
                 mine["samples"] += part["samples"]
                 mine["window_s"] = max(mine["window_s"], part["window_s"])
-            breakdowns.append(state["breakdown"])
+            breakdowns.append(state)
+            latencies.append(state.get("latency"))
             recorded_total += state["recorded_total"]
             sink_errors += state["sink_errors"]
             breakdown_refused += state.get("breakdown_refused", 0)
@@ -170,19 +183,57 @@ def merge_states(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     serving["aborts"] = dict(sorted(aborts.items()))
     if archive is not None:
         archive["dropped"] = dict(sorted(archive["dropped"].items()))
-    cells = Breakdown.merge_wire(breakdowns)
-    return {
-        "version": STATE_VERSION,
-        "instances": instances,
-        "at_ms": at_ms,
-        "serving": serving,
-        "rates": rates,
-        "breakdown": [cell.to_wire(key) for key, cell in sorted(cells.items())],
-        "recorded_total": recorded_total,
-        "sink_errors": sink_errors,
-        "breakdown_refused": breakdown_refused,
-        "archive": archive,
-    }
+    version = 1 if versions == {1} else octave.VERSION
+    try:
+        if version == 1:
+            cells = Breakdown.merge_wire(state["breakdown"] for state in breakdowns)
+            breakdown = [cell.to_wire(key) for key, cell in sorted(cells.items())]
+        else:
+            breakdown = octave.summed(octave.of_document(state) for state in breakdowns)
+        merged = {
+            "version": version,
+            "instances": instances,
+            "at_ms": at_ms,
+            "serving": serving,
+            "rates": rates,
+            "breakdown": breakdown,
+            "recorded_total": recorded_total,
+            "sink_errors": sink_errors,
+            "breakdown_refused": breakdown_refused,
+            "archive": archive,
+        }
+        if latencies and None not in latencies:
+            merged["latency"] = {
+                name: _merge_dense(part[name] for part in latencies if part is not None)
+                for name in LATENCIES
+            }
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a state document: {exc!r}") from None
+    return merged
+
+
+def _merge_dense(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Distributions in the dense form (``{"zeros", "sum", "offset", "counts": [...]}``,
+    ``counts[i]`` the count of bucket ``offset + i``) summed bucket by bucket."""
+    zeros = 0
+    total = 0.0
+    spans: list[tuple[int, list[int]]] = []
+    for part in parts:
+        zeros += part["zeros"]
+        total += part["sum"]
+        if part["counts"]:
+            spans.append((int(part["offset"]), part["counts"]))
+    if not spans:
+        return {"zeros": zeros, "sum": total, "offset": 0, "counts": []}
+    low = min(offset for offset, _ in spans)
+    high = max(offset + len(values) for offset, values in spans)
+    if high - low > MAX_INDEX - MIN_INDEX + 1:
+        raise ValueError(f"bucket indexes span {high - low}, more than any distribution")
+    summed = [0] * (high - low)
+    for offset, values in spans:
+        start = offset - low
+        summed[start : start + len(values)] = map(add, summed[start : start + len(values)], values)
+    return {"zeros": zeros, "sum": total, "offset": low, "counts": summed}
 
 
 def _add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
@@ -219,5 +270,18 @@ def _percentiles(distribution: Distribution) -> dict[str, Any]:
 
 
 def merged_cells(states: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], Cell]:
-    """The breakdown cells of several state documents, summed key by key."""
-    return Breakdown.merge_wire(state["breakdown"] for state in states)
+    """The breakdown cells of several state documents, summed key by key: a version 1
+    breakdown at its resolution, an octave-form one with each power of two's values in
+    its last bucket (every ``count_at_most(2**e)`` exact)."""
+    merged: dict[tuple[str, str, str], Cell] = {}
+    for state in states:
+        if state.get("version") == octave.VERSION:
+            cells = octave.cells(octave.of_document(state))
+        else:
+            cells = Breakdown.merge_wire([state["breakdown"]])
+        for key, cell in cells.items():
+            if (mine := merged.get(key)) is None:
+                merged[key] = cell
+            else:
+                mine.merge(cell)
+    return merged

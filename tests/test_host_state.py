@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferrox_stats import host_state
+from ferrox_stats import host_state, octave
 from ferrox_stats.core.breakdown import DISTRIBUTIONS
 from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.core.requests import Record
@@ -131,8 +131,12 @@ def test_publish_writes_a_process_state_document_as_it_is(
     assert publish(doc)
     # Version 2: already at power-of-two resolution, so written with nothing gathered.
     assert json.loads((metrics_dir / file_name("r/1/abc")).read_text()) == doc
-    [cell] = host_totals().cells.values()
-    assert (cell.duration.count_at_most(1.0), cell.duration.count_at_most(2.0)) == (0, 1)
+    cells = host_totals().cells
+    [key] = cells.keys
+    assert (cells.count_at_most("duration", key, 0), cells.count_at_most("duration", key, 1)) == (
+        0,
+        1,
+    )
 
 
 def test_publish_gathers_an_older_document_by_octave(metrics_dir: Path) -> None:
@@ -434,3 +438,144 @@ def test_the_files_keep_every_power_of_two_bound_exact(values: list[float]) -> N
     for exponent in range(-12, 22):
         assert coarse.count_at_most(2.0**exponent) == full.count_at_most(2.0**exponent)
     assert len(coarse.counts) == len({i // 32 for i in full.counts})  # one per power of two
+
+
+# -- the octave form (state version 2) -----------------------------------------------------
+
+
+def octave_cell(**changes: Any) -> dict[str, Any]:
+    """A cell in the octave form: one request of 1.5 s, 3 input and 7 output tokens."""
+    cell: dict[str, Any] = {
+        "model": "m",
+        "route": "r",
+        "outcome": "ok",
+        "requests": 1,
+        "input_tokens": 3,
+        "output_tokens": 7,
+        "duration": {"zeros": 0, "sum": 1.5, "offset": 1, "counts": [1]},
+        "ttft": {"zeros": 1, "sum": 0.0, "offset": 0, "counts": []},
+        "tpot": {"zeros": 0, "sum": 0.0, "offset": 0, "counts": []},
+        "input": {"zeros": 0, "sum": 3.0, "offset": 2, "counts": [1]},
+        "output": {"zeros": 0, "sum": 7.0, "offset": 3, "counts": [1]},
+    }
+    for path, value in changes.items():
+        *outer, last = path.split("__")
+        into = cell
+        for key in outer:
+            into = into[key]
+        into[last] = value
+    return cell
+
+
+def octave_state(instance: str, *cells: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    doc = state(instance, completed=len(cells), **fields)
+    return {**doc, "version": octave.VERSION, "resolution": "octave", "breakdown": list(cells)}
+
+
+def requests_of(totals: host_state.HostTotals) -> int:
+    return sum(totals.cells.requests)
+
+
+def test_version_1_and_2_files_are_read_together(metrics_dir: Path) -> None:
+    """A rolling upgrade: workers of the previous release write version 1."""
+    publish(octave_state("w/1/new", octave_cell()))
+    old = state("w/2/old", completed=1)
+    old["breakdown"] = octave.keyed([octave_cell()])
+    publish(old)
+    totals = host_totals()
+    assert (totals.skipped, totals.instances, completed(totals)) == (0, 2, 2)
+    key = ("m", "r", "ok")
+    assert totals.cells.keys == [key]
+    assert totals.cells.requests == [2]
+    assert totals.cells.count_at_most("duration", key, 0) == 0
+    assert totals.cells.count_at_most("duration", key, 1) == 2
+    assert totals.cells.count_at_most("ttft", key, -10) == 2
+    assert totals.cells.count_at_most("output", key, 3) == 2
+    assert totals.cells.sums["duration"] == [3.0]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"requests": -1},
+        {"requests": True},
+        {"input_tokens": 1.0},
+        {"model": 7},
+        {"route": "r" * 1001},
+        {"outcome": "fine"},
+        {"duration__zeros": -1},
+        {"duration__sum": float("nan")},
+        {"duration__sum": float("inf")},
+        {"duration__sum": -1.0},
+        {"duration__sum": "1.5"},
+        {"duration__offset": 1.0},
+        {"duration__offset": -5000},
+        {"duration__offset": 1023, "duration__counts": [1, 1, 1]},  # past the largest float
+        {"duration__counts": [1, -1]},
+        {"duration__counts": [1.5]},
+        {"duration__counts": [True]},
+        {"duration__counts": ["1"]},
+        {"duration__counts": {"33": 1}},
+        {"duration__counts": [2**63 - 1, 1]},
+        {"tpot": []},
+    ],
+)
+def test_an_octave_breakdown_not_understood_is_skipped(
+    metrics_dir: Path, changes: dict[str, Any]
+) -> None:
+    publish(octave_state("w/1/a", octave_cell()))
+    bad = octave_state("w/2/bad", octave_cell(**changes))
+    (metrics_dir / file_name("w/2/bad")).write_text(json.dumps(bad))  # NaN too
+    totals = host_totals()
+    assert (totals.skipped, requests_of(totals), completed(totals)) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "breakdown",
+    [
+        {"cells": []},
+        [[]],
+        [octave_cell(), octave_cell()],  # one key twice
+        [{k: v for k, v in octave_cell().items() if k != "ttft"}],
+        [octave_cell(duration={"zeros": 0, "sum": 0.0, "counts": []})],
+    ],
+)
+def test_a_breakdown_of_the_wrong_shape_is_refused(breakdown: Any) -> None:
+    with pytest.raises(ValueError, match="octave form"):
+        octave.checked(breakdown)
+
+
+def test_retired_json_stays_readable_by_the_previous_release(metrics_dir: Path) -> None:
+    """A worker of the previous release may fold next (a rolling upgrade): it reads
+    only version 1, so retired.json is written in that form, counting the same."""
+    from ferrox_stats.core.breakdown import Breakdown
+
+    gone = dead_pid()
+    publish(octave_state(f"w/{gone}/b", octave_cell(), pid=gone))
+    before = host_totals()
+    retired = json.loads((metrics_dir / RETIRED).read_text())
+    assert retired["version"] == 1
+    [(key, cell)] = Breakdown.merge_wire([retired["breakdown"]]).items()
+    assert key == ("m", "r", "ok")
+    assert (cell.requests, cell.duration.count_at_most(2.0), cell.duration.total) == (1, 1, 1.5)
+    after = host_totals()  # read again (and converted once: see _read_retired)
+    for totals in (before, after):
+        assert (requests_of(totals), totals.cells.sums["duration"], totals.instances) == (
+            1,
+            [1.5],
+            0,
+        )
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e9, allow_nan=False), max_size=50))
+def test_the_own_document_is_read_into_the_octave_form_as_a_file_would_be(
+    values: list[float],
+) -> None:
+    from ferrox_stats.core.breakdown import Cell
+
+    cell = Cell()
+    for name in ("duration", "ttft", "tpot"):
+        getattr(cell, name).add_many(values)
+    cell.input.add_many([round(v) for v in values])
+    wire = [cell.to_wire(("m", "r", "ok"))]
+    assert octave.from_keyed(wire, trusted=True) == octave.from_keyed(wire)

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,14 @@ from django.db import OperationalError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.test import Client
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from ferrox_stats import access, host_state, live, metrics, tokens
-from ferrox_stats.core.breakdown import Breakdown
+from ferrox_stats import access, host_state, live, metrics, octave, tokens
+from ferrox_stats.core.breakdown import OUTCOMES, Breakdown, Cell
 from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.host_state import HostTotals, publish
 from ferrox_stats.state import merge_states, process_state
@@ -80,7 +82,7 @@ def totals_of(*records: Any, archive: bool = False, **gauges: float | None) -> H
     doc["breakdown"] = breakdown_wire(*records)
     return HostTotals(
         state=merge_states([doc]),
-        cells=Breakdown.merge_wire([doc["breakdown"]]),
+        cells=octave.merged([octave.of_document(doc)]),
         instances=1,
         pool_occupancy=gauges.get("pool_occupancy"),
         queue_depth=gauges.get("queue_depth"),
@@ -521,14 +523,20 @@ def test_the_buckets_are_count_at_most_at_every_bound(values: list[float]) -> No
     dist = Distribution()
     for v in values:
         dist.add(v)
-    for (tops, names), bounds in (
-        (metrics.DURATION, metrics.DURATION_BOUNDS),
-        (metrics.TOKENS, metrics.TOKEN_BOUNDS),
+    cell = {"model": "m", "route": "r", "outcome": "ok", "requests": 1}
+    cell |= {"input_tokens": 0, "output_tokens": 0}
+    cell |= {name: octave.octaves(dist) for name in ("duration", "ttft", "tpot", "input", "output")}
+    merged = octave.merged([octave.checked([cell])])
+    for name, bounds, at in (
+        ("duration", metrics.DURATION_BOUNDS, metrics.DURATION),
+        ("input", metrics.TOKEN_BOUNDS, metrics.TOKENS),
     ):
-        buckets = metrics._buckets(dist, tops, names)
+        [cumulative] = merged.cumulative[name]
+        buckets = metrics._buckets(cumulative, merged.frames[name], at)
         expected = [dist.count_at_most(bound) for bound in bounds]
         assert [count for _, count in buckets] == [*expected, dist.count]
         assert expected == [sum(1 for v in values if v <= bound) for bound in bounds]
+        assert [name for name, _ in buckets] == [*at.names, "+Inf"]
 
 
 def test_a_scrape_never_counts_more_than_its_workers_file_holds(
@@ -550,3 +558,154 @@ def test_a_scrape_never_counts_more_than_its_workers_file_holds(
     another_worker = metrics.exposition(host_state.host_totals())
     assert requests(during) == requests(another_worker) == 1
     assert requests(metrics.scrape()) == 2  # written now, so counted
+
+
+# -- the octave form, merged by column, against Distributions merged one by one -------------
+
+SECONDS = st.one_of(
+    st.just(0.0),
+    st.floats(min_value=1e-12, max_value=1e-3),  # below the lowest bound (2^-10)
+    st.floats(min_value=1e-3, max_value=300.0),
+    st.floats(min_value=300.0, max_value=1e9),  # above the highest (2^7)
+)
+TOKEN_COUNTS = st.integers(min_value=0, max_value=2**30)
+CELL_KEYS = st.tuples(
+    st.sampled_from(["a", "b", 'q"%d\\']), st.sampled_from(["r1", "r2"]), st.sampled_from(OUTCOMES)
+)
+
+
+@st.composite
+def cells_of_a_part(draw: st.DrawFn) -> dict[tuple[str, str, str], Cell]:
+    cells = {}
+    for key in draw(st.lists(CELL_KEYS, max_size=5, unique=True)):
+        cell = Cell()
+        cell.requests = draw(st.integers(min_value=0, max_value=100))
+        cell.input_tokens = draw(st.integers(min_value=0, max_value=10**6))
+        cell.output_tokens = draw(st.integers(min_value=0, max_value=10**6))
+        for name in ("duration", "ttft", "tpot"):
+            getattr(cell, name).add_many(draw(st.lists(SECONDS, max_size=8)))
+        for name in ("input", "output"):
+            getattr(cell, name).add_many(draw(st.lists(TOKEN_COUNTS, max_size=8)))
+        cells[key] = cell
+    return cells
+
+
+def reference_families(parts: list[dict[tuple[str, str, str], Cell]]) -> str:
+    """The breakdown's families as the exposition wrote them from ``Distribution``s
+    merged cell by cell (before the octave form): ``count_at_most`` at every bound."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+    merged: dict[tuple[str, str, str], Cell] = {}
+    for part in parts:
+        for key, cell in part.items():
+            merged.setdefault(key, Cell()).merge(cell)
+
+    def histogram(name: str, labels: list[str], series: Any, bounds: Any) -> Any:
+        family = HistogramMetricFamily(name, "x", labels=labels)
+        for values, dist in series:
+            buckets = [(le, dist.count_at_most(b)) for le, b in zip(*bounds, strict=True)]
+            family.add_metric(values, [*buckets, ("+Inf", dist.count)], dist.total)
+        return family
+
+    time_bounds = (metrics.DURATION.names, metrics.DURATION_BOUNDS)
+    token_bounds = (metrics.TOKENS.names, metrics.TOKEN_BOUNDS)
+    keys = sorted(merged)
+    models = sorted({key[0] for key in keys})
+    families = [
+        histogram(name, LABELS, [(list(k), getattr(merged[k], kind)) for k in keys], time_bounds)
+        for name, kind in TIME_FAMILIES.items()
+    ]
+    families.append(
+        histogram(
+            "gen_ai_client_token_usage",
+            [*LABELS, "gen_ai_token_type"],
+            [([*k, t], getattr(merged[k], t)) for k in keys for t in ("input", "output")],
+            token_bounds,
+        )
+    )
+    requests = CounterMetricFamily("ferrox_stats_requests", "x", labels=LABELS)
+    for key in keys:
+        requests.add_metric(list(key), merged[key].requests)
+    families.append(requests)
+    for name, kind in VLLM_FAMILIES.items():
+        by_model = [
+            ([m], Distribution.merged(getattr(merged[k], kind) for k in keys if k[0] == m))
+            for m in models
+        ]
+        families.append(histogram(name, ["model_name"], by_model, time_bounds))
+    for name, field in (
+        ("vllm:prompt_tokens", "input_tokens"),
+        ("vllm:generation_tokens", "output_tokens"),
+    ):
+        counter = CounterMetricFamily(name, "x", labels=["model_name"])
+        for m in models:
+            counter.add_metric([m], sum(getattr(merged[k], field) for k in keys if k[0] == m))
+        families.append(counter)
+
+    class Families:
+        def collect(self) -> Any:
+            return families
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Families())  # type: ignore[arg-type]
+    return generate_latest(registry).decode()
+
+
+LABELS = ["model", "route", "outcome"]
+TIME_FAMILIES = {
+    "gen_ai_server_request_duration_seconds": "duration",
+    "gen_ai_server_time_to_first_token_seconds": "ttft",
+    "gen_ai_server_time_per_output_token_seconds": "tpot",
+}
+VLLM_FAMILIES = {
+    "vllm:e2e_request_latency_seconds": "duration",
+    "vllm:time_to_first_token_seconds": "ttft",
+    "vllm:time_per_output_token_seconds": "tpot",
+}
+
+
+def breakdown_samples(text: str | bytes) -> dict[str, list[tuple[str, list[tuple[str, str]], Any]]]:
+    """The samples of the breakdown's families; sums approximately (their order of
+    addition is the merge's)."""
+    names = {*TIME_FAMILIES, *VLLM_FAMILIES, "gen_ai_client_token_usage", "ferrox_stats_requests"}
+    names |= {"vllm:prompt_tokens", "vllm:generation_tokens"}
+    return {
+        name: sorted(
+            (
+                s.name,
+                sorted(s.labels.items()),
+                pytest.approx(s.value, rel=1e-12) if s.name.endswith("_sum") else s.value,
+            )
+            for s in family.samples
+        )
+        for name, family in families(text).items()
+        if name in names
+    }
+
+
+@hypothesis_settings(deadline=None, max_examples=60)  # files on disk: slower, and uneven
+@given(st.lists(st.tuples(cells_of_a_part(), st.booleans()), min_size=1, max_size=4))
+def test_octave_files_merged_by_column_expose_what_distributions_merged_would(
+    parts: list[tuple[dict[tuple[str, str, str], Cell], bool]],
+) -> None:
+    """Files of version 1 (keyed, full resolution) and 2 (the octave form), merged by
+    column and written from templates, give the samples that the cells' distributions,
+    merged one by one and written by ``generate_latest``, give."""
+    from django.test import override_settings
+
+    with (
+        tempfile.TemporaryDirectory() as where,
+        override_settings(
+            FERROX_STATS={"METRICS_DIR": where, "METRICS_FAMILIES": ["otel", "vllm"]}
+        ),
+    ):
+        for i, (cells, octave_form) in enumerate(parts):
+            doc = state(f"w/{i}/x")
+            doc["breakdown"] = [cell.to_wire(key) for key, cell in sorted(cells.items())]
+            publish(host_state.octave_document(doc) if octave_form else doc)
+        totals = host_state.host_totals()
+        assert totals.skipped == 0
+        written = metrics.exposition(totals)
+    expected = reference_families([cells for cells, _ in parts])
+    assert breakdown_samples(written) == breakdown_samples(expected)

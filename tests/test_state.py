@@ -289,3 +289,61 @@ def test_latency_of_parsed_cells_matches_latency(clock: FakeClock) -> None:
     state = process_state(recorder)
     assert latency_of(recorder.breakdown.cells()) == latency(state)
     assert latency_of(merged_cells([state, state]))["duration_s"]["count"] == 6
+
+
+# -- merge_states over the octave form (state version 2) -----------------------------------
+
+
+def test_merge_of_octave_form_documents_sums_cells_by_octave_and_latency(clock: FakeClock) -> None:
+    from ferrox_stats import host_state, octave
+
+    recorder = make_recorder(clock)
+    for ms in (10.0, 20.0, 4000.0):
+        serve(recorder, ms)
+    # A version 1 document, as the previous release wrote it: the keyed breakdown.
+    current = process_state(recorder)
+    v1 = {
+        **{k: v for k, v in current.items() if k not in ("latency", "resolution")},
+        "version": 1,
+        "breakdown": recorder.breakdown.to_wire(),
+    }
+    v2 = host_state.octave_document(v1)
+    dense = {"zeros": 1, "sum": 2.0, "offset": -40, "counts": [1, 0, 2]}
+    v2["latency"] = {name: dense for name in ("duration_s", "ttft_s", "tpot_s")}
+    shifted = {**dense, "offset": -38, "counts": [5]}
+    other = {**v2, "latency": {name: shifted for name in ("duration_s", "ttft_s", "tpot_s")}}
+
+    merged = merge_states(json.loads(json.dumps([v2, other])))
+
+    assert merged["version"] == octave.VERSION
+    [cell] = merged["breakdown"]
+    assert cell["requests"] == 6
+    # 10 ms and 20 ms are in (2^-7, 2^-6] and (2^-6, 2^-5]; 4 s in (2^1, 2^2].
+    assert cell["duration"] == {
+        "zeros": 0,
+        "sum": 8.06,
+        "offset": -6,
+        "counts": [2, 2, *[0] * 6, 2],
+    }
+    assert merged["latency"]["ttft_s"] == {
+        "zeros": 2,
+        "sum": 4.0,
+        "offset": -40,
+        "counts": [1, 0, 7],
+    }
+    # A version 1 part is read into the octave form; one without latency leaves it out.
+    mixed = merge_states([v1, v2])
+    assert mixed["version"] == octave.VERSION and "latency" not in mixed
+    assert mixed["breakdown"][0]["duration"]["counts"] == [2, 2, *[0] * 6, 2]
+    assert merge_states([v1, v1])["version"] == 1  # all version 1: a version 1 sum
+    cells = merged_cells([v2, v1])
+    assert cells[("m", "/v1/chat/completions", "ok")].duration.count_at_most(2**-5) == 4
+
+
+def test_merge_refuses_a_hostile_octave_breakdown(clock: FakeClock) -> None:
+    from ferrox_stats import host_state
+
+    state = host_state.octave_document(process_state(make_recorder(clock)))
+    state["breakdown"] = [{"model": "m"}]
+    with pytest.raises(ValueError, match="octave form"):
+        merge_states([state])
