@@ -245,11 +245,7 @@ def fleet_compute(args: argparse.Namespace, doc: dict[str, Any], recorder: Any) 
 
     # The same steps one by one (each the median of its own calls).
     def query() -> list[Any]:
-        return list(
-            Instance.objects.using("default")
-            .order_by("-last_seen", "instance")
-            .values_list(*fleet.FIELDS)[: fleet.MAX_INSTANCES]
-        )
+        return fleet._newest_rows("default")
 
     rows = query()
 
@@ -279,7 +275,7 @@ def fleet_compute(args: argparse.Namespace, doc: dict[str, Any], recorder: Any) 
         return fleet.totals(only_counters)
 
     steps = [
-        ("query (ORM, rows fetched)", query),
+        ("query (rows fetched)", query),
         ("decode (JSON + rows checked)", decode),
         ("merge (3 distributions)", merge),
         ("percentiles", percentiles),

@@ -31,7 +31,6 @@ from collections.abc import Iterable, Mapping
 from operator import add
 from typing import Any, NamedTuple
 
-from .archive.rows import datetime_to_at_ms
 from .fleet_rows import LATENCY, Part, merge_parts, read_latency, row_state, summary
 
 logger = logging.getLogger(__name__)
@@ -63,13 +62,15 @@ MAX_INSTANCES = 256
 # The share of the heartbeat interval a computed document is reused for.
 CACHE_FRACTION = 0.25
 
+# The columns read. ``last_seen`` and ``started_at`` are the document's ``at_ms`` and
+# ``started_ms`` (``heartbeat.instance_row`` writes them in one statement): the fleet
+# reads those integers from the document, which spares 128 timestamps parsed in Python
+# (Django's time-zone loader) per read at 64 rows.
 FIELDS = (
     "instance",
     "replica",
     "host",
     "pid",
-    "started_at",
-    "last_seen",
     "heartbeat_s",
     "stopped",
     "state",
@@ -105,11 +106,17 @@ def _per_second(window: Mapping[str, Any]) -> float:
     return float(window["amount"]) / float(window["span_s"])
 
 
+def _ms(value: Any) -> int:
+    if type(value) is not int:
+        raise TypeError(f"a time in epoch ms must be an integer, got {value!r}")
+    return value
+
+
 def _entry(
     row: tuple[Any, ...], state: Mapping[str, Any], now_ms: int, lost_s: float
 ) -> dict[str, Any]:
-    instance, replica, host, pid, started_at, last_seen, heartbeat_s, stopped = row[:8]
-    last_seen_ms = datetime_to_at_ms(last_seen)
+    instance, replica, host, pid, heartbeat_s, stopped = row[:6]
+    last_seen_ms = _ms(state["at_ms"])
     kind = instance_state(last_seen_ms, heartbeat_s, stopped, now_ms, lost_s)
     serving, rates, archive = state["serving"], state["rates"], state["archive"]
     pending = None if archive is None else int(archive["pending"])
@@ -118,7 +125,7 @@ def _entry(
         "replica": replica,
         "host": host,
         "pid": pid,
-        "started_ms": datetime_to_at_ms(started_at),
+        "started_ms": _ms(state["started_ms"]),
         "uptime_s": float(state["uptime_s"]),
         "last_seen_ms": last_seen_ms,
         "age_s": max(0.0, (now_ms - last_seen_ms) / 1000),
@@ -268,6 +275,30 @@ def _loads(text: Any) -> Any:
         raise ValueError("nested too deep") from None
 
 
+# alias -> (SQL, params) of the newest MAX_INSTANCES rows' FIELDS, compiled once: the
+# ORM compiled the same query on every read, a tenth of a read's time.
+_newest_sql: dict[str, tuple[str, tuple[Any, ...]]] = {}
+
+
+def _newest_rows(using: str) -> list[tuple[Any, ...]]:
+    """The newest ``MAX_INSTANCES`` rows' ``FIELDS``, newest first. No converters run
+    (none of these columns needs one; SQLite's ``stopped`` is 0 or 1)."""
+    from django.db import connections
+
+    from .models import Instance
+
+    compiled = _newest_sql.get(using)
+    if compiled is None:
+        rows = Instance.objects.using(using).order_by("-last_seen", "instance")
+        query = rows.values_list(*FIELDS)[:MAX_INSTANCES].query
+        sql, params = query.get_compiler(using).as_sql()
+        compiled = _newest_sql[using] = (sql, tuple(params))
+    with connections[using].cursor() as cursor:
+        cursor.execute(*compiled)
+        found: list[tuple[Any, ...]] = cursor.fetchall()
+    return found
+
+
 def compute(
     *, now_ms: int, using: str, lost_s: float, heartbeat_s: float, instance: str | None = None
 ) -> dict[str, Any]:
@@ -279,11 +310,7 @@ def compute(
     entries: list[dict[str, Any]] = []
     unreadable = 0
     seen = set()
-    for row in (
-        Instance.objects.using(using)
-        .order_by("-last_seen", "instance")
-        .values_list(*FIELDS)[:MAX_INSTANCES]
-    ):
+    for row in _newest_rows(using):
         seen.add(row[0])
         try:
             state = _loads(row[-2])
