@@ -12,14 +12,16 @@ reader's ``now`` and the interval it promised (``heartbeat_s``):
   ``lost`` with ``not_archived``, the records its archive still queued at its last
   heartbeat ("up to N records not archived", plus what finished after it).
 
-Totals merge by kind (``state.merge_states``): counters summed, rate windows as
-amounts over the longest span, percentiles from the distributions merged bucket by
-bucket (never averaged). A row stores its latency distributions merged across its
-breakdown's cells (``row_state``), which keeps it a few KiB; reading and merging 64 of
-them still costs more than a request should pay each time (``bench/fleet.py``), so each
-process keeps the document it computed for a quarter of the heartbeat interval
-(``CACHE_FRACTION``): within that, repeated calls answer the same document;
-``reset()`` empties the cache (tests).
+Totals merge by kind, as ``state.merge_states`` does, over rows of state version 1 (the
+previous release's) or 2: counters summed, rate windows as amounts over the longest
+span, percentiles from the distributions merged bucket by bucket (never averaged). A
+row stores its latency distributions merged across its breakdown's cells, their counts
+packed so that merging 64 rows is a few big-integer additions (``fleet_rows``). Each
+row is checked before it is summed: one this release cannot read is skipped and
+counted in ``unreadable``, never an error. A read still costs a few ms at 64
+instances (``bench/fleet.py``), so each process keeps the document it computed for a
+quarter of the heartbeat interval (``CACHE_FRACTION``): within that, repeated calls
+answer the same document; ``reset()`` empties the cache (tests).
 """
 
 from __future__ import annotations

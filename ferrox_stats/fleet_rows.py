@@ -7,11 +7,13 @@ index ``offset`` up) with their counts packed apart, in ``latency_counts`` (``pa
 
 - ``state["latency"][name]`` is ``{"zeros", "sum", "offset", "buckets"}``;
 - ``latency_counts`` holds the three distributions' ``buckets`` counts one after the
-  other (``LATENCY`` order), each a little-endian unsigned integer of 4 bytes (a lane),
-  or of 8 when a count reaches ``2**24``. A count leaves its lane's top byte free, so
-  the counts of up to ``HEADROOM`` (256, ``fleet.MAX_INSTANCES``) rows add up lane by
-  lane inside one Python integer without a carry crossing lanes: a fleet's merge is
-  a few big-integer additions in C, not one Python addition per bucket;
+  other (``LATENCY`` order), each a little-endian unsigned integer of the same width
+  (a lane): the narrowest of 2 to 8 bytes whose top byte the row's largest count
+  leaves free (2 bytes below 256, 3 below 65 536, ...). With that byte free, the counts
+  of up to ``HEADROOM`` (256, ``fleet.MAX_INSTANCES``) rows add up lane by lane inside
+  one Python integer without a carry crossing lanes: a fleet's merge is a few
+  big-integer additions in C, not one Python addition per bucket. Narrow lanes keep
+  the bytes PostgreSQL sends (hex) few;
 - a row whose ``latency_counts`` is NULL keeps the counts in ``state`` as JSON lists
   (form D): the previous release's rows (state version 1), and a count of ``2**56`` or
   more (no lane holds it with headroom).
@@ -40,6 +42,7 @@ from .core.distribution import MAX_COUNT, MAX_INDEX, MIN_INDEX, bucket_midpoint
 
 __all__ = [
     "HEADROOM",
+    "LANES",
     "LATENCY",
     "MAX_SPAN",
     "PERCENTILES",
@@ -63,10 +66,46 @@ PERCENTILES = (50, 95, 99)
 MAX_SPAN = MAX_INDEX - MIN_INDEX + 1
 # Rows whose packed counts may be summed in one integer: a lane's top byte is free.
 HEADROOM = 256
-# Lane width (bytes) -> array typecode of that width.
+# Lane widths (bytes) a row may use.
+LANES = range(2, 9)
+# Width (bytes) -> array typecode of that width: lanes are widened to one to be read.
 _TYPECODES = {4: "I", 8: "Q"}
 assert all(array(code).itemsize == lane for lane, code in _TYPECODES.items())
 _BIG_ENDIAN = sys.byteorder == "big"
+
+
+def _widened(data: bytes, lane: int, width: int) -> bytes:
+    """Little-endian ``lane``-byte integers as ``width``-byte ones (C-level slices)."""
+    if lane == width:
+        return data
+    out = bytearray(len(data) // lane * width)
+    for k in range(lane):
+        out[k::width] = data[k::lane]
+    return bytes(out)
+
+
+def _packed(values: Sequence[int], lane: int) -> bytes:
+    """``values`` (each below ``2**(8 * lane)``) as little-endian ``lane``-byte lanes."""
+    full = 4 if lane <= 4 else 8
+    packed = array(_TYPECODES[full], values)
+    if _BIG_ENDIAN:
+        packed.byteswap()
+    data = packed.tobytes()
+    if lane == full:
+        return data
+    out = bytearray(len(values) * lane)
+    for k in range(lane):
+        out[k::lane] = data[k::full]
+    return bytes(out)
+
+
+def _unpacked(data: bytes, lane: int) -> array[int]:
+    """Little-endian ``lane``-byte lanes as integers."""
+    full = 4 if lane <= 4 else 8
+    values = array(_TYPECODES[full], _widened(data, lane, full))
+    if _BIG_ENDIAN:
+        values.byteswap()
+    return values
 
 
 class Part(NamedTuple):
@@ -139,16 +178,10 @@ def pack(doc: Mapping[str, Any]) -> tuple[str, bytes | None]:
     latency = row["latency"]
     lists = [latency[name]["counts"] for name in LATENCY]
     top = max((max(counts) for counts in lists if counts), default=0)
-    lane = 4 if top < 2**24 else 8 if top < 2**56 else 0
-    if not lane:
+    lane = max(2, (top.bit_length() + 7) // 8 + 1)  # one byte free above the largest
+    if lane not in LANES:
         return _json(row), None
-    code = _TYPECODES[lane]
-    blob = b""
-    for counts in lists:
-        packed = array(code, counts)
-        if _BIG_ENDIAN:
-            packed.byteswap()
-        blob += packed.tobytes()
+    blob = _packed([n for counts in lists for n in counts], lane)
     row["latency"] = {
         name: {
             "zeros": part["zeros"],
@@ -209,8 +242,8 @@ def read_latency(state: Any, latency_counts: bytes | memoryview | None) -> list[
     blob = bytes(latency_counts)
     sizes = [_integer(wire["buckets"], 0, MAX_SPAN, "buckets") for wire in wires]
     total = sum(sizes)
-    lane = len(blob) // total if total else 4
-    if lane not in _TYPECODES or lane * total != len(blob):
+    lane = len(blob) // total if total else 2
+    if lane not in LANES or lane * total != len(blob):
         raise ValueError(f"{len(blob)} bytes of counts for {total} buckets")
     # Every lane's top byte must be free (the headroom that makes merging exact).
     if blob[lane - 1 :: lane].count(0) != total:
@@ -228,17 +261,7 @@ def read_latency(state: Any, latency_counts: bytes | memoryview | None) -> list[
 def _ints(part: Part) -> list[int]:
     if isinstance(part.counts, list):
         return part.counts
-    values = array(_TYPECODES[part.lane], part.counts)
-    if _BIG_ENDIAN:
-        values.byteswap()
-    return values.tolist()
-
-
-def _lanes(values: Sequence[int], lane: int) -> bytes:
-    packed = array(_TYPECODES[lane], values)
-    if _BIG_ENDIAN:
-        packed.byteswap()
-    return packed.tobytes()
+    return _unpacked(part.counts, part.lane).tolist()
 
 
 def merge_parts(parts: Iterable[Part]) -> tuple[int, int, Sequence[int]]:
@@ -272,14 +295,11 @@ def merge_parts(parts: Iterable[Part]) -> tuple[int, int, Sequence[int]]:
     bits = 8 * lane
     total = 0
     for part in filled:
-        counts = part.counts
-        if part.lane != lane:  # a 4-byte row among 8-byte ones: widened
-            counts = _lanes(_ints(part), lane)
+        assert isinstance(part.counts, bytes)
+        # A row of narrower lanes among wider ones is widened (its top bytes stay free).
+        counts = _widened(part.counts, part.lane, lane)
         total += int.from_bytes(counts, "little") << ((part.offset - low) * bits)
-    merged = array(_TYPECODES[lane], total.to_bytes((high - low) * lane, "little"))
-    if _BIG_ENDIAN:
-        merged.byteswap()
-    return zeros, low, merged
+    return zeros, low, _unpacked(total.to_bytes((high - low) * lane, "little"), lane)
 
 
 def summary(zeros: int, offset: int, counts: Iterable[int]) -> dict[str, Any]:

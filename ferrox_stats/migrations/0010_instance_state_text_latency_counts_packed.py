@@ -1,8 +1,8 @@
 # Heartbeat rows read faster (issue 10): Instance.state becomes JSON text instead of
 # jsonb (PostgreSQL's jsonb output, and the JSON decoding of ~60 000 bucket counts, were
 # most of a v1/fleet read at 64 instances), and the three latency distributions' bucket
-# counts move to Instance.latency_counts, packed as little-endian lanes of 4 bytes (8
-# when a count reaches 2**24) whose top byte stays free (ferrox_stats/fleet_rows.py).
+# counts move to Instance.latency_counts, packed as little-endian lanes of 2 to 8 bytes
+# whose top byte stays free (ferrox_stats/fleet_rows.py).
 #
 # Existing rows are converted: their counts (lists, form D) are packed and the
 # breakdown the previous release kept empty is dropped. A row that is not such a
@@ -26,14 +26,23 @@ TYPECODES = {4: "I", 8: "Q"}
 
 
 def _packed(values: list[int], lane: int) -> bytes:
-    packed = array(TYPECODES[lane], values)
+    full = 4 if lane <= 4 else 8
+    packed = array(TYPECODES[full], values)
     if sys.byteorder == "big":
         packed.byteswap()
-    return packed.tobytes()
+    data = packed.tobytes()
+    out = bytearray(len(values) * lane)
+    for k in range(lane):
+        out[k::lane] = data[k::full]
+    return bytes(out)
 
 
 def _unpacked(blob: bytes, lane: int) -> list[int]:
-    values = array(TYPECODES[lane], blob)
+    full = 4 if lane <= 4 else 8
+    data = bytearray(len(blob) // lane * full)
+    for k in range(lane):
+        data[k::full] = blob[k::lane]
+    values = array(TYPECODES[full], bytes(data))
     if sys.byteorder == "big":
         values.byteswap()
     return values.tolist()
@@ -61,14 +70,14 @@ def pack_rows(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
             }
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             continue  # not a state document: left for v1/fleet to count
-        lane = 4 if top < 2**24 else 8 if top < 2**56 else 0
-        if not lane:
+        lane = max(2, (top.bit_length() + 7) // 8 + 1)  # one byte free above the largest
+        if lane > 8:
             continue  # no lane holds it: the lists stay
         state.pop("breakdown", None)
         state["latency"] = heads
         rows.filter(instance=instance).update(
             state=json.dumps(state, separators=(",", ":")),
-            latency_counts=b"".join(_packed(counts, lane) for counts in lists),
+            latency_counts=_packed([n for counts in lists for n in counts], lane),
         )
 
 
@@ -84,7 +93,9 @@ def unpack_rows(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
                 blob = bytes(blob)
                 latency = state["latency"]
                 sizes = [latency[name]["buckets"] for name in LATENCY]
-                lane = len(blob) // sum(sizes) if sum(sizes) else 4
+                lane = len(blob) // sum(sizes) if sum(sizes) else 2
+                if not 2 <= lane <= 8 or lane * sum(sizes) != len(blob):
+                    raise ValueError("not the counts of these distributions")
                 values = _unpacked(blob, lane)
                 if len(values) != sum(sizes):
                     raise ValueError("not the counts of these distributions")
