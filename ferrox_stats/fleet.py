@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from operator import add
@@ -101,15 +102,38 @@ def instance_state(
     return LOST
 
 
+# The largest number a row may carry where the fleet adds floats: the sum over
+# MAX_INSTANCES rows stays finite (the JSON answer has no Infinity).
+LARGEST = sys.float_info.max / MAX_INSTANCES
+
+
+def _count(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise TypeError(f"a count must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _amount(value: Any) -> float:
+    if type(value) not in (int, float) or not 0 <= value <= LARGEST:
+        raise TypeError(f"an amount must be a number from 0 to {LARGEST}, got {value!r}")
+    return float(value)
+
+
+def _finite(value: float) -> float:
+    # A quotient of two amounts may still overflow (a hand-edited span of 1e-300).
+    return min(value, LARGEST)
+
+
 def _per_second(window: Mapping[str, Any]) -> float:
     """A rate window's rate: its amount over its span (0.0 with no samples)."""
-    if not window["samples"] or not window["span_s"]:
+    amount, span = _amount(window["amount"]), _amount(window["span_s"])
+    if not _count(window["samples"]) or not span:
         return 0.0
-    return float(window["amount"]) / float(window["span_s"])
+    return _finite(amount / span)
 
 
 def _ms(value: Any) -> int:
-    if type(value) is not int:
+    if type(value) is not int or not 0 <= value < 2**53:
         raise TypeError(f"a time in epoch ms must be an integer, got {value!r}")
     return value
 
@@ -121,23 +145,23 @@ def _entry(
     last_seen_ms = _ms(state["at_ms"])
     kind = instance_state(last_seen_ms, heartbeat_s, stopped, now_ms, lost_s)
     serving, rates, archive = state["serving"], state["rates"], state["archive"]
-    pending = None if archive is None else int(archive["pending"])
+    pending = None if archive is None else _count(archive["pending"])
     return {
         "instance": instance,
         "replica": replica,
         "host": host,
         "pid": pid,
         "started_ms": _ms(state["started_ms"]),
-        "uptime_s": float(state["uptime_s"]),
+        "uptime_s": _amount(state["uptime_s"]),
         "last_seen_ms": last_seen_ms,
         "age_s": max(0.0, (now_ms - last_seen_ms) / 1000),
         "state": kind,
-        "active": int(serving["active"]),
-        "completed": int(serving["completed"]),
+        "active": _count(serving["active"]),
+        "completed": _count(serving["completed"]),
         "decode_tps": _per_second(rates["decode"]),
         "prefill_tps": _per_second(rates["prefill"]),
         "pending": pending,
-        "dropped": {} if archive is None else dict(sorted(archive["dropped"].items())),
+        "dropped": {} if archive is None else dict(sorted(_reasons(archive["dropped"]).items())),
         "not_archived": pending if kind == LOST else None,
     }
 
@@ -169,27 +193,29 @@ class Summand(NamedTuple):
     latency: list[Part]
 
 
-def _reasons(counts: Any) -> dict[str, Any]:
-    reasons = dict(counts)
-    _add_reasons({}, reasons)  # the counts add up
-    return reasons
+def _reasons(counts: Any) -> dict[str, int]:
+    if not isinstance(counts, dict):
+        raise TypeError(f"counts by reason must be an object, got {counts!r}")
+    for n in counts.values():
+        _count(n)
+    return counts
 
 
 def _counters(state: Mapping[str, Any]) -> Counters:
     serving, rates, archive = state["serving"], state["rates"], state["archive"]
     return Counters(
-        [serving[name] + 0 for name in SERVING_COUNTS],
+        [_count(serving[name]) for name in SERVING_COUNTS],
         _reasons(serving["aborts"]),
         [
             (
-                rates[n]["amount"] + 0.0,
-                rates[n]["span_s"] + 0.0,
-                rates[n]["samples"] + 0,
-                rates[n]["window_s"] + 0.0,
+                _amount(rates[n]["amount"]),
+                _amount(rates[n]["span_s"]),
+                _count(rates[n]["samples"]),
+                _amount(rates[n]["window_s"]),
             )
             for n in RATES
         ],
-        None if archive is None else [archive[name] + 0 for name in ARCHIVE_COUNTS],
+        None if archive is None else [_count(archive[name]) for name in ARCHIVE_COUNTS],
         None if archive is None else _reasons(archive["dropped"]),
     )
 
@@ -244,7 +270,7 @@ def totals(summands: Iterable[Summand]) -> dict[str, Any]:
             archive = list(map(add, archive or [0] * len(ARCHIVE_COUNTS), counters.archive))
             _add_reasons(dropped, counters.dropped)
     rates = {
-        name: amount / span if samples and span else 0.0
+        name: _finite(amount / span) if samples and span else 0.0
         for name, (amount, span, samples, _) in zip(RATES, windows, strict=True)
     }
     archived = None if archive is None else dict(zip(ARCHIVE_COUNTS, archive, strict=True))

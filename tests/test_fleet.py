@@ -391,6 +391,10 @@ def test_hand_edited_count_lists_are_skipped_and_counted(a_fleet: Any, counts: A
     assert document["totals"]["completed"] == 110
 
 
+def _window(**fields: Any) -> dict[str, Any]:
+    return {"amount": 1.0, "span_s": 1.0, "samples": 1, "window_s": 5.0, **fields}
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     "edit",
@@ -400,6 +404,21 @@ def test_hand_edited_count_lists_are_skipped_and_counted(a_fleet: Any, counts: A
         {"rates": {"decode": {"amount": "x"}}},
         {"archive": {"accepted": [1]}},
         {"version": True},
+        {"version": 99},
+        # Numbers the answer could not carry (JSON has no Infinity or NaN) or sum.
+        {"rates": {"decode": _window(amount=1e308), "prefill": _window()}},
+        {"rates": {"decode": _window(span_s=-1.0), "prefill": _window()}},
+        {"rates": {"decode": _window(samples=0.5), "prefill": _window()}},
+        {"archive": {"accepted": 1.5, "persisted": 0, "pending": 0, "dead_lettered": 0}},
+        {
+            "archive": {
+                "accepted": 1,
+                "persisted": 0,
+                "pending": 0,
+                "dead_lettered": 0,
+                "dropped": {"closed": -1},
+            }
+        },
     ],
 )
 def test_hand_edited_counters_are_skipped_and_counted(a_fleet: Any, edit: Any) -> None:
@@ -411,6 +430,38 @@ def test_hand_edited_counters_are_skipped_and_counted(a_fleet: Any, edit: Any) -
     assert document["unreadable"] == 1
     assert document["totals"]["completed"] == 110
     assert document["totals"]["aborts"] == {"client_disconnect": 4, "upstream_timeout": 2}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"uptime_s":60.0', '"uptime_s":1e999'),  # Python reads it as inf
+        ('"uptime_s":60.0', '"uptime_s":NaN'),
+        ('"completed":5', '"completed":5e0'),
+        ('"completed":5', '"completed":' + "9" * 5000),  # more digits than int() takes
+        ('"at_ms":1767229199000', '"at_ms":' + "9" * 400),
+    ],
+)
+def test_numbers_json_cannot_answer_are_skipped_and_counted(
+    a_fleet: Any, old: str, new: str
+) -> None:
+    save(state_doc("gpu-6/600/fff", at_ms=NOW - 1_000, completed=5))
+    text = Instance.objects.get(instance="gpu-6/600/fff").state
+    assert old in text
+    Instance.objects.filter(instance="gpu-6/600/fff").update(state=text.replace(old, new))
+    document = compute()
+    assert document["unreadable"] == 1
+    assert document["totals"]["completed"] == 110
+    json.dumps(document, allow_nan=False)  # what the API renders
+
+
+@pytest.mark.django_db
+def test_a_rate_over_a_vanishing_span_stays_a_number(a_fleet: Any) -> None:
+    save(state_doc("gpu-6/600/fff", at_ms=NOW, decode=(1e300, 1e-300, 1)))
+    document = compute()
+    assert document["unreadable"] == 0
+    json.dumps(document, allow_nan=False)
 
 
 # -- the row's storage --------------------------------------------------------------------
