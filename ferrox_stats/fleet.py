@@ -119,7 +119,7 @@ def _amount(value: Any) -> float:
     return float(value)
 
 
-def _finite(value: float) -> float:
+def _bounded(value: float) -> float:
     # A quotient of two amounts may still overflow (a hand-edited span of 1e-300).
     return min(value, LARGEST)
 
@@ -129,7 +129,7 @@ def _per_second(window: Mapping[str, Any]) -> float:
     amount, span = _amount(window["amount"]), _amount(window["span_s"])
     if not _count(window["samples"]) or not span:
         return 0.0
-    return _finite(amount / span)
+    return _bounded(amount / span)
 
 
 def _ms(value: Any) -> int:
@@ -270,15 +270,18 @@ def totals(summands: Iterable[Summand]) -> dict[str, Any]:
             archive = list(map(add, archive or [0] * len(ARCHIVE_COUNTS), counters.archive))
             _add_reasons(dropped, counters.dropped)
     rates = {
-        name: _finite(amount / span) if samples and span else 0.0
+        name: _bounded(amount / span) if samples and span else 0.0
         for name, (amount, span, samples, _) in zip(RATES, windows, strict=True)
     }
     archived = None if archive is None else dict(zip(ARCHIVE_COUNTS, archive, strict=True))
+    active, completed, prompt_tokens, completion_tokens = serving
     return {
         "instances": len(summands),
-        **dict(zip(SERVING_COUNTS[:2], serving[:2], strict=True)),
+        "active": active,
+        "completed": completed,
         "aborts": dict(sorted(aborts.items())),
-        **dict(zip(SERVING_COUNTS[2:], serving[2:], strict=True)),
+        "prompt_tokens_total": prompt_tokens,
+        "completion_tokens_total": completion_tokens,
         "decode_tps": float(rates["decode"]),
         "prefill_tps": float(rates["prefill"]),
         "window_s": float(windows[0][3]),

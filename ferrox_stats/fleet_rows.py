@@ -74,35 +74,32 @@ assert all(array(code).itemsize == lane for lane, code in _TYPECODES.items())
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
-def _widened(data: bytes, lane: int, width: int) -> bytes:
-    """Little-endian ``lane``-byte integers as ``width``-byte ones (C-level slices)."""
+def _relaned(data: bytes, lane: int, width: int) -> bytes:
+    """Little-endian ``lane``-byte integers as ``width``-byte ones, by C-level slices
+    (narrower: each loses its top bytes, which must be zero)."""
     if lane == width:
         return data
     out = bytearray(len(data) // lane * width)
-    for k in range(lane):
+    for k in range(min(lane, width)):
         out[k::width] = data[k::lane]
     return bytes(out)
 
 
+def _full(lane: int) -> int:
+    return 4 if lane <= 4 else 8
+
+
 def _packed(values: Sequence[int], lane: int) -> bytes:
     """``values`` (each below ``2**(8 * lane)``) as little-endian ``lane``-byte lanes."""
-    full = 4 if lane <= 4 else 8
-    packed = array(_TYPECODES[full], values)
+    packed = array(_TYPECODES[_full(lane)], values)
     if _BIG_ENDIAN:
         packed.byteswap()
-    data = packed.tobytes()
-    if lane == full:
-        return data
-    out = bytearray(len(values) * lane)
-    for k in range(lane):
-        out[k::lane] = data[k::full]
-    return bytes(out)
+    return _relaned(packed.tobytes(), _full(lane), lane)
 
 
 def _unpacked(data: bytes, lane: int) -> array[int]:
     """Little-endian ``lane``-byte lanes as integers."""
-    full = 4 if lane <= 4 else 8
-    values = array(_TYPECODES[full], _widened(data, lane, full))
+    values = array(_TYPECODES[_full(lane)], _relaned(data, lane, _full(lane)))
     if _BIG_ENDIAN:
         values.byteswap()
     return values
@@ -184,12 +181,12 @@ def pack(doc: Mapping[str, Any]) -> tuple[str, bytes | None]:
     blob = _packed([n for counts in lists for n in counts], lane)
     row["latency"] = {
         name: {
-            "zeros": part["zeros"],
-            "sum": part["sum"],
-            "offset": part["offset"],
-            "buckets": len(part["counts"]),
+            "zeros": latency[name]["zeros"],
+            "sum": latency[name]["sum"],
+            "offset": latency[name]["offset"],
+            "buckets": len(latency[name]["counts"]),
         }
-        for name, part in latency.items()
+        for name in LATENCY
     }
     return _json(row), blob
 
@@ -297,7 +294,7 @@ def merge_parts(parts: Iterable[Part]) -> tuple[int, int, Sequence[int]]:
     for part in filled:
         assert isinstance(part.counts, bytes)
         # A row of narrower lanes among wider ones is widened (its top bytes stay free).
-        counts = _widened(part.counts, part.lane, lane)
+        counts = _relaned(part.counts, part.lane, lane)
         total += int.from_bytes(counts, "little") << ((part.offset - low) * bits)
     return zeros, low, _unpacked(total.to_bytes((high - low) * lane, "little"), lane)
 
