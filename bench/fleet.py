@@ -14,8 +14,11 @@ like a busy worker's. Then, each call timed on its own, the median reported:
   tick's ``process_state`` folds them): the tick at that rate, fold included. From the
   CPU per tick, the share of one core at HEARTBEAT_S = 2 s for one worker and for 4.
 - ``fleet compute``: ``fleet.compute()`` over ``--instances`` rows of such documents
-  (read, JSON decode, merge, percentiles): the cost of a cache miss. Split into the
-  query with its JSON decode, and the merge.
+  (read, JSON decode, merge, percentiles): the cost of a cache miss, wall and this
+  process's CPU. Then its steps one by one: the query (the ORM fetching the rows'
+  columns: PostgreSQL's output, the transfer, psycopg's loaders), decoding (the state
+  JSON, each row checked, its packed counts sliced), the merge of the three latency
+  distributions, their percentiles, the counters summed.
 - ``fleet cached``: ``fleet.fleet_document()`` within its cache window: what every
   other call within a quarter heartbeat pays.
 - ``GET v1/fleet``: the view through Django's test client with a read token, cached.
@@ -136,10 +139,8 @@ def run(args: argparse.Namespace) -> None:
     from django.db import connection
     from django.test import Client
 
-    from ferrox_stats import fleet, live, tokens
+    from ferrox_stats import fleet, fleet_rows, live, tokens
     from ferrox_stats.archive.writer import ArchiveWriter
-    from ferrox_stats.heartbeat import instance_row
-    from ferrox_stats.models import Instance
     from ferrox_stats.state import process_state
 
     call_command("migrate", verbosity=0)
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> None:
     feed(recorder, args.records, MODELS[:n_models], ROUTES[:n_routes])
     doc = process_state(recorder)
     size = len(json.dumps(doc))
-    row_size = len(json.dumps(fleet.row_state(doc)))
+    row_size = len(json.dumps(fleet_rows.row_state(doc)))
     cells = len(doc["breakdown"])
     print(
         f"state document: {size / 1024:.1f} KiB of JSON, {cells} breakdown cells "
@@ -168,46 +169,7 @@ def run(args: argparse.Namespace) -> None:
 
     heartbeat_tick(args, recorder)
 
-    # The fleet: the same document under N instance ids, each last seen just now.
-    Instance.objects.all().delete()
-    now_ms = recorder.clock.wall_ms()
-    for n in range(args.instances):
-        instance = f"bench-{n}/{1000 + n}/{n:012x}"
-        copy = {
-            **doc,
-            "instance": instance,
-            "replica": f"bench-{n}",
-            "pid": 1000 + n,
-            "at_ms": now_ms,
-        }
-        instance_row(copy, HEARTBEAT_S).save()  # what the heartbeat upserts
-
-    def compute() -> dict[str, Any]:
-        return fleet.compute(now_ms=now_ms, using="default", lost_s=30.0, heartbeat_s=HEARTBEAT_S)
-
-    document = compute()
-    assert document["totals"]["instances"] == args.instances, document["totals"]["instances"]
-    assert document["totals"]["completed"] == args.instances * doc["serving"]["completed"]
-    walls, _ = timed(compute, args.calls)
-    print(
-        f"fleet compute ({args.instances} instances):   {median(walls):7.3f} ms wall (a cache miss)"
-    )
-
-    rows_kib = (
-        sum(len(json.dumps(state)) for state in Instance.objects.values_list("state", flat=True))
-        / 1024
-    )
-    print(f"rows' state JSON: {rows_kib:.0f} KiB for {args.instances} instances")
-
-    def read_rows() -> list[Any]:
-        return list(Instance.objects.order_by("-last_seen").values_list(*fleet.FIELDS))
-
-    walls, _ = timed(read_rows, args.calls)
-    print(f"  of which query + JSON decode:  {median(walls):7.3f} ms wall")
-    states = [row[-1] for row in read_rows()]
-    walls, _ = timed(lambda: fleet.totals(states), args.calls)
-    print(f"  of which merge + percentiles:  {median(walls):7.3f} ms wall")
-
+    now_ms = fleet_compute(args, doc, recorder)
     fleet.reset()
     clock = time.monotonic
 
@@ -306,6 +268,89 @@ def heartbeat_tick(args: argparse.Namespace, recorder: Any) -> None:
         f"within 1 % of one core at 4 workers: up to {max(rate, 0.0):.0f} requests/s per "
         f"worker (the tick: {idle:.2f} ms + {per_record * 1000:.2f} us per record queued)"
     )
+
+
+def fleet_compute(args: argparse.Namespace, doc: dict[str, Any], recorder: Any) -> int:
+    """The v1/fleet cache miss over ``args.instances`` rows of ``doc``, split into its
+    steps; returns the ``now_ms`` the rows were written at."""
+    from ferrox_stats import fleet, fleet_rows
+    from ferrox_stats.heartbeat import instance_row
+    from ferrox_stats.models import Instance
+
+    # The fleet: the same document under N instance ids, each last seen just now.
+    Instance.objects.all().delete()
+    now_ms = int(recorder.clock.wall_ms())
+    for n in range(args.instances):
+        instance = f"bench-{n}/{1000 + n}/{n:012x}"
+        copy = {
+            **doc,
+            "instance": instance,
+            "replica": f"bench-{n}",
+            "pid": 1000 + n,
+            "at_ms": now_ms,
+        }
+        instance_row(copy, HEARTBEAT_S).save()  # what the heartbeat upserts
+
+    def compute() -> dict[str, Any]:
+        return fleet.compute(now_ms=now_ms, using="default", lost_s=30.0, heartbeat_s=HEARTBEAT_S)
+
+    document = compute()
+    assert document["totals"]["instances"] == args.instances, document["totals"]["instances"]
+    assert document["totals"]["completed"] == args.instances * doc["serving"]["completed"]
+    assert document["unreadable"] == 0
+    text, blob = fleet_rows.pack(doc)
+    print(
+        f"rows: {args.instances} x ({len(text) / 1024:.1f} KiB of state JSON + "
+        f"{len(blob or b'') / 1024:.1f} KiB of packed latency counts)"
+    )
+    walls, cpus = timed(compute, args.calls)
+    print(
+        f"fleet compute ({args.instances} instances):   {median(walls):7.3f} ms wall "
+        f"{median(cpus):7.3f} ms CPU (a cache miss; CPU: this process, not PostgreSQL's)"
+    )
+
+    # The same steps one by one (each the median of its own calls).
+    def query() -> list[Any]:
+        return fleet._newest_rows("default")
+
+    rows = query()
+
+    def decode() -> list[Any]:
+        summands = []
+        for row in rows:
+            state = fleet._loads(row[-2])
+            fleet._entry(row, state, now_ms, 30.0)
+            summands.append(fleet.summand(state, row[-1]))
+        return summands
+
+    summands = decode()
+    parts = [item.latency for item in summands]
+
+    def merge() -> list[Any]:
+        return [fleet_rows.merge_parts(row[i] for row in parts) for i in range(3)]
+
+    merged = merge()
+
+    def percentiles() -> list[Any]:
+        return [fleet_rows.summary(*one) for one in merged]
+
+    nothing = [fleet_rows.Part(0, 0, 0, 4, b"")] * 3
+    only_counters = [item._replace(latency=nothing) for item in summands]
+
+    def counters() -> dict[str, Any]:
+        return fleet.totals(only_counters)
+
+    steps = [
+        ("query (rows fetched)", query),
+        ("decode (JSON + rows checked)", decode),
+        ("merge (3 distributions)", merge),
+        ("percentiles", percentiles),
+        ("counters summed (totals)", counters),
+    ]
+    for name, step in steps:
+        walls, cpus = timed(step, args.calls)
+        print(f"  {name:30} {median(walls):7.3f} ms wall {median(cpus):7.3f} ms CPU")
+    return now_ms
 
 
 if __name__ == "__main__":

@@ -364,7 +364,11 @@ class InstanceAdmin(ReadOnlyRecords, admin.ModelAdmin):  # type: ignore[type-arg
 
     @admin.display(description=gettext_lazy("state document"))
     def state_pretty(self, obj: Instance) -> str:
-        return format_html("<pre>{}</pre>", json.dumps(obj.state, indent=2, sort_keys=True))
+        try:
+            shown = json.dumps(obj.document(), indent=2, sort_keys=True)
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
+            shown = obj.state  # not a document v1/fleet reads (it counts it unreadable)
+        return format_html("<pre>{}</pre>", shown)
 
 
 class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]

@@ -12,26 +12,29 @@ reader's ``now`` and the interval it promised (``heartbeat_s``):
   ``lost`` with ``not_archived``, the records its archive still queued at its last
   heartbeat ("up to N records not archived", plus what finished after it).
 
-Totals merge by kind (``state.merge_states``): counters summed, rate windows as
-amounts over the longest span, percentiles from the distributions merged bucket by
-bucket (never averaged). A row stores its latency distributions merged across its
-breakdown's cells (``row_state``), which keeps it a few KiB; reading and merging 64 of
-them still costs more than a request should pay each time (``bench/fleet.py``), so each
-process keeps the document it computed for a quarter of the heartbeat interval
-(``CACHE_FRACTION``): within that, repeated calls answer the same document;
-``reset()`` empties the cache (tests).
+Totals merge by kind, as ``state.merge_states`` does, over rows of state version 1 (the
+previous release's) or 2: counters summed, rate windows as amounts over the longest
+span, percentiles from the distributions merged bucket by bucket (never averaged). A
+row stores its latency distributions merged across its breakdown's cells, their counts
+packed so that merging 64 rows is a few big-integer additions (``fleet_rows``). Each
+row is checked before it is summed: one this release cannot read is skipped and
+counted in ``unreadable``, never an error. A read still costs a few ms at 64
+instances (``bench/fleet.py``), so each process keeps the document it computed for a
+quarter of the heartbeat interval (``CACHE_FRACTION``): within that, repeated calls
+answer the same document; ``reset()`` empties the cache (tests).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from operator import add
-from typing import Any
+from typing import Any, NamedTuple
 
-from .archive.rows import datetime_to_at_ms
-from .core.distribution import MAX_INDEX, MIN_INDEX
+from .fleet_rows import LATENCY, Part, merge_parts, read_latency, row_state, summary
 
 logger = logging.getLogger(__name__)
 
@@ -62,16 +65,19 @@ MAX_INSTANCES = 256
 # The share of the heartbeat interval a computed document is reused for.
 CACHE_FRACTION = 0.25
 
+# The columns read. ``last_seen`` and ``started_at`` are the document's ``at_ms`` and
+# ``started_ms`` (``heartbeat.instance_row`` writes them in one statement): the fleet
+# reads those integers from the document, which spares 128 timestamps parsed in Python
+# (Django's time-zone loader) per read at 64 rows.
 FIELDS = (
     "instance",
     "replica",
     "host",
     "pid",
-    "started_at",
-    "last_seen",
     "heartbeat_s",
     "stopped",
     "state",
+    "latency_counts",
 )
 
 
@@ -96,193 +102,232 @@ def instance_state(
     return LOST
 
 
+# The largest number a row may carry where the fleet adds floats: the sum over
+# MAX_INSTANCES rows stays finite (the JSON answer has no Infinity).
+LARGEST = sys.float_info.max / MAX_INSTANCES
+
+
+def _count(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise TypeError(f"a count must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _amount(value: Any) -> float:
+    if type(value) not in (int, float) or not 0 <= value <= LARGEST:
+        raise TypeError(f"an amount must be a number from 0 to {LARGEST}, got {value!r}")
+    return float(value)
+
+
+def _bounded(value: float) -> float:
+    # A quotient of two amounts may still overflow (a hand-edited span of 1e-300).
+    return min(value, LARGEST)
+
+
 def _per_second(window: Mapping[str, Any]) -> float:
     """A rate window's rate: its amount over its span (0.0 with no samples)."""
-    if not window["samples"] or not window["span_s"]:
+    amount, span = _amount(window["amount"]), _amount(window["span_s"])
+    if not _count(window["samples"]) or not span:
         return 0.0
-    return float(window["amount"]) / float(window["span_s"])
+    return _bounded(amount / span)
 
 
-def _entry(row: tuple[Any, ...], now_ms: int, lost_s: float) -> dict[str, Any]:
-    instance, replica, host, pid, started_at, last_seen, heartbeat_s, stopped, state = row
-    last_seen_ms = datetime_to_at_ms(last_seen)
+def _ms(value: Any) -> int:
+    if type(value) is not int or not 0 <= value < 2**53:
+        raise TypeError(f"a time in epoch ms must be an integer, got {value!r}")
+    return value
+
+
+def _entry(
+    row: tuple[Any, ...], state: Mapping[str, Any], now_ms: int, lost_s: float
+) -> dict[str, Any]:
+    instance, replica, host, pid, heartbeat_s, stopped = row[:6]
+    last_seen_ms = _ms(state["at_ms"])
     kind = instance_state(last_seen_ms, heartbeat_s, stopped, now_ms, lost_s)
     serving, rates, archive = state["serving"], state["rates"], state["archive"]
-    pending = None if archive is None else int(archive["pending"])
+    pending = None if archive is None else _count(archive["pending"])
     return {
         "instance": instance,
         "replica": replica,
         "host": host,
         "pid": pid,
-        "started_ms": datetime_to_at_ms(started_at),
-        "uptime_s": float(state["uptime_s"]),
+        "started_ms": _ms(state["started_ms"]),
+        "uptime_s": _amount(state["uptime_s"]),
         "last_seen_ms": last_seen_ms,
         "age_s": max(0.0, (now_ms - last_seen_ms) / 1000),
         "state": kind,
-        "active": int(serving["active"]),
-        "completed": int(serving["completed"]),
+        "active": _count(serving["active"]),
+        "completed": _count(serving["completed"]),
         "decode_tps": _per_second(rates["decode"]),
         "prefill_tps": _per_second(rates["prefill"]),
         "pending": pending,
-        "dropped": {} if archive is None else dict(sorted(archive["dropped"].items())),
+        "dropped": {} if archive is None else dict(sorted(_reasons(archive["dropped"]).items())),
         "not_archived": pending if kind == LOST else None,
     }
 
 
-# The row's latency distributions (``row_state``) and the breakdown fields they sum.
-LATENCY_FIELDS = {"duration_s": "duration", "ttft_s": "ttft", "tpot_s": "tpot"}
-PERCENTILES = (50, 95, 99)
-# Bucket indexes one distribution can span (every positive float): a row claiming more
-# is not a distribution.
-MAX_SPAN = MAX_INDEX - MIN_INDEX + 1
+# State document versions whose rows are summed: 1 (the previous release's, its counts
+# as lists) and 2 (``fleet_rows.pack``'s).
+VERSIONS = (1, 2)
+SERVING_COUNTS = ("active", "completed", "prompt_tokens_total", "completion_tokens_total")
+ARCHIVE_COUNTS = ("accepted", "persisted", "pending", "dead_lettered")
+RATES = ("decode", "prefill")
 
 
-def merge_wires(wires: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Distribution wires (``Distribution.to_wire``) summed bucket by bucket, on the
-    wire: no ``Distribution`` is built per part. The result is checked once, when read
-    (``Distribution.from_wire``)."""
-    zeros = 0
-    total = 0.0
-    counts: dict[str, int] = {}
-    get = counts.get
-    for wire in wires:
-        zeros += wire["zeros"]
-        total += wire["sum"]
-        for index, n in wire["counts"].items():
-            counts[index] = get(index, 0) + n
-    return {"zeros": zeros, "sum": total, "counts": counts}
+class Counters(NamedTuple):
+    """One row's counters, checked to add up: ``SERVING_COUNTS``, aborts by reason,
+    ``(amount, span_s, samples, window_s)`` per ``RATES``, ``ARCHIVE_COUNTS`` and
+    drops by reason (``None`` without an archive)."""
+
+    serving: list[Any]
+    aborts: dict[str, Any]
+    windows: list[tuple[float, float, Any, float]]
+    archive: list[Any] | None
+    dropped: dict[str, Any] | None
 
 
-def dense(wire: Mapping[str, Any]) -> dict[str, Any]:
-    """A distribution wire in the row's form: the counts as one list from the lowest
-    bucket index (``offset``) up. JSON arrays of numbers decode about 4 times faster
-    than objects keyed by index, and take a third of the bytes (bench/fleet.py)."""
-    counts = {int(index): n for index, n in wire["counts"].items() if n}
-    if not counts:
-        return {"zeros": wire["zeros"], "sum": wire["sum"], "offset": 0, "counts": []}
-    low, high = min(counts), max(counts)
-    values = [0] * (high - low + 1)
-    for index, n in counts.items():
-        values[index - low] = n
-    return {"zeros": wire["zeros"], "sum": wire["sum"], "offset": low, "counts": values}
+class Summand(NamedTuple):
+    """A row to sum: its counters and its latency distributions, checked."""
+
+    counters: Counters
+    latency: list[Part]
 
 
-def merge_dense(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Distributions in the row's form summed, as a ``Distribution`` wire (unchecked:
-    ``Distribution.from_wire`` checks it once)."""
-    zeros = 0
-    total = 0.0
-    spans: list[tuple[int, list[int]]] = []
-    for part in parts:
-        zeros += part["zeros"]
-        total += part["sum"]
-        values = part["counts"]
-        if values:
-            spans.append((int(part["offset"]), values))
-    if not spans:
-        return {"zeros": zeros, "sum": total, "counts": {}}
-    low = min(offset for offset, _ in spans)
-    high = max(offset + len(values) for offset, values in spans)
-    if high - low > MAX_SPAN:
-        raise ValueError(f"bucket indexes span {high - low}, more than any distribution")
-    summed = [0] * (high - low)
-    for offset, values in spans:
-        start = offset - low
-        end = start + len(values)
-        summed[start:end] = map(add, summed[start:end], values)
-    return {
-        "zeros": zeros,
-        "sum": total,
-        "counts": {str(low + i): n for i, n in enumerate(summed) if n},
-    }
+def _reasons(counts: Any) -> dict[str, int]:
+    if not isinstance(counts, dict):
+        raise TypeError(f"counts by reason must be an object, got {counts!r}")
+    for n in counts.values():
+        _count(n)
+    return counts
 
 
-def row_state(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The document a heartbeat row stores: ``process_state``'s, with its per-label
-    breakdown replaced by the three latency distributions merged across its cells, in
-    the dense form (``dense``).
-
-    The fleet sums nothing per label, and a busy worker's breakdown is ~200 KiB of
-    JSON (45 cells: bench/fleet.py) that 64 rows would make a multi-second read; the
-    per-label breakdown goes to the host file (``/metrics``) instead.
-    """
-    if "latency" in doc:  # a version 2 document carries them already
-        return {**doc, "breakdown": []}
-    cells = doc["breakdown"]
-    latency = {
-        name: dense(merge_wires(cell[field] for cell in cells))
-        for name, field in LATENCY_FIELDS.items()
-    }
-    return {**doc, "breakdown": [], "latency": latency}
-
-
-def _latency_parts(state: Mapping[str, Any]) -> Mapping[str, Any]:
-    # A row_state document carries them; a full process_state document has its cells.
-    parts: Mapping[str, Any] = (
-        state["latency"] if "latency" in state else row_state(state)["latency"]
+def _counters(state: Mapping[str, Any]) -> Counters:
+    serving, rates, archive = state["serving"], state["rates"], state["archive"]
+    return Counters(
+        [_count(serving[name]) for name in SERVING_COUNTS],
+        _reasons(serving["aborts"]),
+        [
+            (
+                _amount(rates[n]["amount"]),
+                _amount(rates[n]["span_s"]),
+                _count(rates[n]["samples"]),
+                _amount(rates[n]["window_s"]),
+            )
+            for n in RATES
+        ],
+        None if archive is None else [_count(archive[name]) for name in ARCHIVE_COUNTS],
+        None if archive is None else _reasons(archive["dropped"]),
     )
-    return parts
 
 
-def distribution(part: Mapping[str, Any]) -> Any:
-    """One distribution of a row (``row_state``), as a ``Distribution``."""
-    from .core.distribution import Distribution
-
-    return Distribution.from_wire(merge_dense([part]))
-
-
-def latency(states: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Count and p50/p95/p99 of duration, TTFT and TPOT (seconds) over the states,
-    from their distributions merged bucket by bucket (never averaged percentiles)."""
-    from .core.distribution import Distribution
-
-    parts = [_latency_parts(state) for state in states]
-    result: dict[str, dict[str, Any]] = {}
-    for name in LATENCY_FIELDS:
-        merged = Distribution.from_wire(merge_dense(part[name] for part in parts))
-        result[name] = {
-            "count": merged.count,
-            **{f"p{p}": merged.quantile(p) for p in PERCENTILES},
-        }
-    return result
-
-
-def totals(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The fleet's numbers from the state documents of the instances summed.
-    ``ValueError`` if one is not a state document."""
-    from .state import merge_states
-
-    states = list(states)
+def summand(state: Any, latency_counts: bytes | memoryview | None = None) -> Summand:
+    """A row's state (and packed counts) ready to sum; ``ValueError`` if it is not one
+    ``fleet_rows.pack`` (or the previous release) wrote. A state document that still
+    has its breakdown is taken as ``row_state`` would store it."""
     try:
-        percentiles = latency(states)
+        version = state["version"]
+        if type(version) is not int or version not in VERSIONS:
+            raise ValueError(f"state version {version!r} is not one of {VERSIONS}")
+        if latency_counts is None and "latency" not in state:
+            state = row_state(state)
+        return Summand(_counters(state), read_latency(state, latency_counts))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a state document: {exc!r}") from None
-    # The counters; the rows' breakdowns are empty, so this sums no distribution.
-    merged = merge_states({**state, "breakdown": []} for state in states)
-    serving = merged["serving"]
-    rates = merged["rates"]
-    archive = merged.get("archive")
+
+
+def latency(summands: Iterable[Summand]) -> dict[str, dict[str, Any]]:
+    """Count and p50/p95/p99 of duration, TTFT and TPOT (seconds) over the rows, from
+    their distributions merged bucket by bucket (never averaged percentiles)."""
+    parts = [item.latency for item in summands]
+    return {name: summary(*merge_parts(row[i] for row in parts)) for i, name in enumerate(LATENCY)}
+
+
+def _add_reasons(into: dict[str, Any], counts: Mapping[str, Any]) -> None:
+    for reason, n in counts.items():
+        into[reason] = into.get(reason, 0) + n
+
+
+def totals(summands: Iterable[Summand]) -> dict[str, Any]:
+    """The fleet's numbers from the rows of the instances summed (``summand``):
+    counters added, rates as amounts over the longest span, percentiles from the
+    merged distributions."""
+    summands = list(summands)
+    serving: list[Any] = [0] * len(SERVING_COUNTS)
+    aborts: dict[str, Any] = {}
+    windows: list[list[Any]] = [[0.0, 0.0, 0, 0.0] for _ in RATES]
+    archive: list[Any] | None = None
+    dropped: dict[str, Any] = {}
+    for item in summands:
+        counters = item.counters
+        serving = list(map(add, serving, counters.serving))
+        _add_reasons(aborts, counters.aborts)
+        for mine, (amount, span, samples, window) in zip(windows, counters.windows, strict=True):
+            mine[0] += amount
+            mine[1] = max(mine[1], span)
+            mine[2] += samples
+            mine[3] = max(mine[3], window)
+        if counters.archive is not None and counters.dropped is not None:
+            archive = list(map(add, archive or [0] * len(ARCHIVE_COUNTS), counters.archive))
+            _add_reasons(dropped, counters.dropped)
+    rates = {
+        name: _bounded(amount / span) if samples and span else 0.0
+        for name, (amount, span, samples, _) in zip(RATES, windows, strict=True)
+    }
+    archived = None if archive is None else dict(zip(ARCHIVE_COUNTS, archive, strict=True))
+    active, completed, prompt_tokens, completion_tokens = serving
     return {
-        "instances": int(merged["instances"]),
-        "active": serving["active"],
-        "completed": serving["completed"],
-        "aborts": dict(sorted(serving["aborts"].items())),
-        "prompt_tokens_total": serving["prompt_tokens_total"],
-        "completion_tokens_total": serving["completion_tokens_total"],
-        "decode_tps": float(rates["decode"]["per_second"]),
-        "prefill_tps": float(rates["prefill"]["per_second"]),
-        "window_s": float(rates["decode"]["window_s"]),
-        "latency": percentiles,
+        "instances": len(summands),
+        "active": active,
+        "completed": completed,
+        "aborts": dict(sorted(aborts.items())),
+        "prompt_tokens_total": prompt_tokens,
+        "completion_tokens_total": completion_tokens,
+        "decode_tps": float(rates["decode"]),
+        "prefill_tps": float(rates["prefill"]),
+        "window_s": float(windows[0][3]),
+        "latency": latency(summands),
         "archive": None
-        if archive is None
+        if archived is None
         else {
-            "accepted": archive["accepted"],
-            "persisted": archive["persisted"],
-            "pending": archive["pending"],
-            "dropped": dict(sorted(archive["dropped"].items())),
-            "dead_lettered": archive["dead_lettered"],
+            "accepted": archived["accepted"],
+            "persisted": archived["persisted"],
+            "pending": archived["pending"],
+            "dropped": dict(sorted(dropped.items())),
+            "dead_lettered": archived["dead_lettered"],
         },
     }
+
+
+def _loads(text: Any) -> Any:
+    # ``state`` is JSON text (fleet_rows); anything else in it is not a state document.
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+# alias -> (SQL, params) of the newest MAX_INSTANCES rows' FIELDS, compiled once: the
+# ORM compiled the same query on every read, a tenth of a read's time.
+_newest_sql: dict[str, tuple[str, tuple[Any, ...]]] = {}
+
+
+def _newest_rows(using: str) -> list[tuple[Any, ...]]:
+    """The newest ``MAX_INSTANCES`` rows' ``FIELDS``, newest first. No converters run
+    (none of these columns needs one; SQLite's ``stopped`` is 0 or 1)."""
+    from django.db import connections
+
+    from .models import Instance
+
+    compiled = _newest_sql.get(using)
+    if compiled is None:
+        rows = Instance.objects.using(using).order_by("-last_seen", "instance")
+        query = rows.values_list(*FIELDS)[:MAX_INSTANCES].query
+        sql, params = query.get_compiler(using).as_sql()
+        compiled = _newest_sql[using] = (sql, tuple(params))
+    with connections[using].cursor() as cursor:
+        cursor.execute(*compiled)
+        found: list[tuple[Any, ...]] = cursor.fetchall()
+    return found
 
 
 def compute(
@@ -295,41 +340,44 @@ def compute(
     rows: list[tuple[Any, ...]] = []
     entries: list[dict[str, Any]] = []
     unreadable = 0
-    for row in (
-        Instance.objects.using(using)
-        .order_by("-last_seen", "instance")
-        .values_list(*FIELDS)[:MAX_INSTANCES]
-    ):
+    seen = set()
+    for row in _newest_rows(using):
+        seen.add(row[0])
         try:
-            entries.append(_entry(row, now_ms, lost_s))
+            state = _loads(row[-2])
+            entries.append(_entry(row, state, now_ms, lost_s))
         except (KeyError, TypeError, ValueError, AttributeError):
             unreadable += 1  # not a state document this release can read: skipped
             continue
-        rows.append(row)
+        rows.append((row[0], state, row[-1]))
     if instance is None:
         summed = [
-            row[-1] for row, entry in zip(rows, entries, strict=True) if entry["state"] == LIVE
+            (state, counts)
+            for (_, state, counts), entry in zip(rows, entries, strict=True)
+            if entry["state"] == LIVE
         ]
     else:
-        summed = [row[-1] for row in rows if row[0] == instance]
-        if not summed:
+        summed = [(state, counts) for name, state, counts in rows if name == instance]
+        if instance not in seen:
             # Beyond the newest MAX_INSTANCES, or never seen: ask for it alone.
-            one = (
-                Instance.objects.using(using)
-                .filter(instance=instance)
-                .values_list("state", flat=True)
-            )
-            summed = list(one)
-        if not summed:
-            raise UnknownInstance(instance)
-    try:
-        summed_totals = totals(summed)
-    except ValueError:
-        # A document merge_states refuses (another release's, a hand-edited row): the
-        # others are summed without it.
-        readable = [state for state in summed if _mergeable(state)]
-        unreadable += len(summed) - len(readable)
-        summed_totals = totals(readable)
+            one = Instance.objects.using(using).filter(instance=instance)
+            found = list(one.values_list("state", "latency_counts"))
+            if not found:
+                raise UnknownInstance(instance)
+            for text, counts in found:
+                try:
+                    summed.append((_loads(text), counts))
+                except ValueError:
+                    unreadable += 1
+    summands = []
+    for state, counts in summed:
+        try:
+            summands.append(summand(state, counts))
+        except ValueError:
+            # Another release's document, a hand-edited row: the others are summed
+            # without it.
+            unreadable += 1
+    summed_totals = totals(summands)
     if unreadable:
         logger.warning("ferrox_stats: %d heartbeat rows could not be read", unreadable)
     return {
@@ -352,14 +400,6 @@ def compute(
         ],
         "unreadable": unreadable,
     }
-
-
-def _mergeable(state: Any) -> bool:
-    try:
-        totals([state])
-    except ValueError:
-        return False
-    return True
 
 
 # -- the per-process cache -----------------------------------------------------------

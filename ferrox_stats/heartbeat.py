@@ -12,7 +12,7 @@ child builds its own recorder, hence its own thread). Each tick, off the request
    database down), the document as it is;
 3. one upsert of the process's ``Instance`` row (``INSERT … ON CONFLICT DO UPDATE``,
    on SQLite and PostgreSQL alike), on ``ARCHIVE_DATABASE``: the document without its
-   per-label cells (``fleet.row_state``);
+   per-label cells, with three latency distributions (``fleet_rows.pack``);
 4. now and then, a bounded delete of rows of instances gone for ``INSTANCE_KEEP_S``.
 
 A tick that fails is counted (``failures``, ``host_failures``), logged once per outage,
@@ -58,15 +58,26 @@ PRUNE_EVERY_S = 60.0
 STOP_TIMEOUT_S = 5.0
 
 # Every column but the key: what the upsert overwrites.
-UPDATED = ["replica", "host", "pid", "started_at", "last_seen", "heartbeat_s", "stopped", "state"]
+UPDATED = [
+    "replica",
+    "host",
+    "pid",
+    "started_at",
+    "last_seen",
+    "heartbeat_s",
+    "stopped",
+    "state",
+    "latency_counts",
+]
 
 
 def instance_row(doc: dict[str, Any], heartbeat_s: float) -> Any:
-    """The ``Instance`` row a state document is published as (``fleet.row_state``: its
-    breakdown folded into three latency distributions)."""
-    from .fleet import row_state
+    """The ``Instance`` row a state document is published as (``fleet_rows.pack``: the
+    document without its breakdown as JSON text, its latency counts packed)."""
+    from .fleet_rows import pack
     from .models import Instance
 
+    state, latency_counts = pack(doc)
     return Instance(
         instance=doc["instance"],
         replica=doc["replica"],
@@ -76,7 +87,8 @@ def instance_row(doc: dict[str, Any], heartbeat_s: float) -> Any:
         last_seen=at_ms_to_datetime(doc["at_ms"]),
         heartbeat_s=heartbeat_s,
         stopped=bool(doc["stopped"]),
-        state=row_state(doc),
+        state=state,
+        latency_counts=latency_counts,
     )
 
 

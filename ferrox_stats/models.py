@@ -313,9 +313,12 @@ class Instance(models.Model):
     heartbeat_s = models.FloatField()
     # The clean-shutdown mark: its last heartbeat, written after the archive closed.
     stopped = models.BooleanField(default=False)
-    # ``state.process_state``'s document, its breakdown folded into the latency
-    # distributions (``fleet.row_state``): counters, rate windows, archive accounting.
-    state = models.JSONField()
+    # ``state.process_state``'s document without its breakdown, as JSON text (text, not
+    # jsonb: PostgreSQL's jsonb output cost most of a fleet read), its three latency
+    # distributions' bucket counts packed apart in ``latency_counts`` (``fleet_rows``).
+    state = models.TextField()
+    # NULL: the counts are lists in ``state`` (rows of the previous release).
+    latency_counts = models.BinaryField(null=True)
 
     class Meta:
         verbose_name = _("instance")
@@ -328,3 +331,10 @@ class Instance(models.Model):
 
     def __str__(self) -> str:
         return self.instance
+
+    def document(self) -> dict[str, Any]:
+        """The stored state document, its latency counts as lists (form D);
+        ``ValueError`` if the row holds no document this release wrote or reads."""
+        from .fleet_rows import read_document
+
+        return read_document(self.state, self.latency_counts)

@@ -14,9 +14,10 @@ from django.db import OperationalError, connection
 from django.db.models import QuerySet
 from django.test.utils import CaptureQueriesContext
 
-from ferrox_stats import fleet, host_state, live
 from ferrox_stats import heartbeat as heartbeat_module
+from ferrox_stats import host_state, live
 from ferrox_stats.archive.rows import at_ms_to_datetime
+from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.core.requests import Record
 from ferrox_stats.heartbeat import PRUNE_BATCH, PRUNE_EVERY_S, Heartbeat
 from ferrox_stats.models import Instance
@@ -78,7 +79,7 @@ def test_a_tick_writes_the_instance_row_and_the_next_one_updates_it(
     assert row.last_seen == at_ms_to_datetime(clock.wall)
     assert row.started_at == at_ms_to_datetime(1_767_225_000_000)
     assert (row.heartbeat_s, row.stopped) == (2.0, False)
-    assert row.state["serving"]["completed"] == 7
+    assert row.document()["serving"]["completed"] == 7
 
     clock.advance(2.0)
     assert publisher.publish_once()
@@ -107,7 +108,7 @@ def test_stop_without_a_thread_writes_the_clean_shutdown_mark(
     row = Instance.objects.get()
     assert row.stopped is True
     # The final heartbeat carries the archive's final counts, drops included.
-    assert row.state["archive"]["dropped"] == {"shutdown_deadline": 4}
+    assert row.document()["archive"]["dropped"] == {"shutdown_deadline": 4}
 
 
 # -- failures ---------------------------------------------------------------------------
@@ -190,10 +191,10 @@ def test_a_tick_publishes_one_document_to_the_host_file_and_the_row(
     [cell] = recorder.breakdown.cells().values()
     assert [c["duration"] for c in doc["breakdown"]] == [cell.duration.octaves()]
     # The row: the same document without its per-label cells, the latency at full resolution.
-    state = Instance.objects.get().state
-    assert state["breakdown"] == [] and state["at_ms"] == doc["at_ms"]
+    state = Instance.objects.get().document()
+    assert "breakdown" not in state and state["at_ms"] == doc["at_ms"]
     assert state["latency"] == doc["latency"]
-    assert fleet.distribution(state["latency"]["duration_s"]) == cell.duration
+    assert Distribution.from_dense(state["latency"]["duration_s"]) == cell.duration
 
 
 @postgres_only
@@ -362,14 +363,15 @@ def test_a_shutdown_that_drops_records_leaves_its_counts_in_the_final_heartbeat(
     live.shutdown(flush=False)  # what is queued is dropped, as at a failed drain
     row = Instance.objects.get()
     assert row.instance == recorder.instance and row.stopped is True
-    state = row.state
+    state = row.document()
     assert state["stopped"] is True
     assert state["serving"]["completed"] == 3
     assert state["archive"]["accepted"] == 3
     assert (state["archive"]["pending"], state["archive"]["dropped"]) == (0, {"closed": 3})
     # The row keeps the latency distributions, not the per-label breakdown.
-    assert state["breakdown"] == []
-    assert fleet.distribution(state["latency"]["duration_s"]).count == 3
+    assert "breakdown" not in state
+    duration = state["latency"]["duration_s"]
+    assert duration["zeros"] + sum(duration["counts"]) == 3
 
 
 @postgres_only

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
@@ -63,3 +64,63 @@ def test_0008_keeps_tokens_issued_before_it_working_without_owner_or_expiry() ->
     token = tokens.check(secret)
     assert token is not None and token.label == "old"
     assert (token.owner, token.expires_at) == (None, None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0010_packs_the_latency_of_rows_written_before_it_and_0009_gets_them_back() -> None:
+    from ferrox_stats import fleet
+    from ferrox_stats.fleet_rows import row_state
+    from ferrox_stats.models import Instance
+    from tests.states import BASE_MS, state_doc
+
+    cell = {
+        "model": "m",
+        "route": "/v1/chat/completions",
+        "outcome": "ok",
+        "requests": 3,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "duration": {"zeros": 1, "sum": 3.0, "counts": {"-1": 1, "31": 1}},
+        **{f: {"zeros": 0, "sum": 0.0, "counts": {}} for f in ("ttft", "tpot", "input", "output")},
+    }
+    doc = state_doc("gpu-1/100/aaa", at_ms=BASE_MS, completed=3, breakdown=[cell])
+    # Rows as the previous release wrote them: its breakdown emptied, the counts as lists.
+    before = {**row_state(doc), "breakdown": []}
+    broken = '{"version": 1, "latency": "hand-edited"}'
+    previous = [("ferrox_stats", "0009_instance_heartbeats")]
+    MigrationExecutor(connection).migrate(previous)
+    with connection.cursor() as cursor:
+        for instance, state in (("gpu-1/100/aaa", json.dumps(before)), ("gpu-2/1/b", broken)):
+            cursor.execute(
+                "INSERT INTO ferrox_stats_instance (instance, replica, host, pid, started_at, "
+                "last_seen, heartbeat_s, stopped, state) VALUES (%s, 'gpu-1', 'h', 100, "
+                "'2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 2.0, FALSE, %s)",
+                [instance, state],
+            )
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    row = Instance.objects.get(instance="gpu-1/100/aaa")
+    assert row.latency_counts is not None  # packed
+    assert row.document() == {key: value for key, value in before.items() if key != "breakdown"}
+    left = Instance.objects.get(instance="gpu-2/1/b")  # left to be counted unreadable
+    assert (json.loads(left.state), left.latency_counts) == (json.loads(broken), None)
+    document = fleet.compute(
+        now_ms=BASE_MS, using="default", lost_s=30.0, heartbeat_s=2.0, instance="gpu-1/100/aaa"
+    )
+    assert document["totals"]["latency"]["duration_s"]["count"] == 3
+    assert document["unreadable"] == 1
+
+    try:
+        MigrationExecutor(connection).migrate(previous)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT state FROM ferrox_stats_instance ORDER BY instance")
+            states = [row[0] for row in cursor.fetchall()]
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    # The previous release reads its form again (the broken row is still what it was).
+    assert [json.loads(s) if isinstance(s, str) else s for s in states] == [
+        before,
+        json.loads(broken),
+    ]

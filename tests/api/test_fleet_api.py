@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from django.db import OperationalError
-from django.db.models import QuerySet
+from django.db.backends.utils import CursorWrapper
 from django.test import Client
 
 from ferrox_stats import live, tokens
@@ -96,7 +96,8 @@ def test_the_database_unreachable_is_a_503_with_retry_after(
     def unreachable(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(QuerySet, "__iter__", unreachable)
+    # Every query of the request, the ORM's or the fleet's compiled one, fails.
+    monkeypatch.setattr(CursorWrapper, "execute", unreachable)
     response = read_client.get(URL)
     assert response.status_code == 503
     assert int(response["Retry-After"]) >= 1
