@@ -341,23 +341,28 @@ def _measurements(records: list[Record]) -> _Measurements:
     each sorted for ``Distribution.add_sorted``; ``ValueError`` if one is impossible."""
     prompts = list(filter(_PRESENT, map(_PROMPT, records)))
     completions = list(map(_COMPLETION, records))
-    decodes = list(map(_DECODE, records))
     try:
-        if None not in decodes and None not in completions and min(completions) > 1:
-            # The usual batch, in C: decode / 1000.0 / (completion - 1) for each.
+        try:
+            # The usual batch, in C: decode / 1000.0 / (completion - 1) for each. A None
+            # raises TypeError here (in min, or in truediv), and so does a batch with a
+            # completion under 2: both go the long way.
+            if min(completions) < 2:
+                raise TypeError
             tpots = list(
                 map(
-                    truediv, map(truediv, decodes, repeat(1000.0)), map(sub, completions, repeat(1))
+                    truediv,
+                    map(truediv, map(_DECODE, records), repeat(1000.0)),
+                    map(sub, completions, repeat(1)),
                 )
             )
-        else:
+        except TypeError:
             tpots = [
                 decode / 1000.0 / (completion - 1)
-                for decode, completion in zip(decodes, completions, strict=True)
+                for decode, completion in zip(map(_DECODE, records), completions, strict=True)
                 if decode is not None and completion is not None and completion > 1
             ]
-        durations = list(map(truediv, filter(_PRESENT, map(_DURATION, records)), repeat(1000.0)))
-        ttfts = list(map(truediv, filter(_PRESENT, map(_TTFT, records)), repeat(1000.0)))
+        durations = _seconds(_DURATION, records)
+        ttfts = _seconds(_TTFT, records)
     except (TypeError, ArithmeticError):
         raise ValueError("a time is not a number") from None
     outputs = list(filter(_PRESENT, completions))
@@ -377,6 +382,16 @@ def _measurements(records: list[Record]) -> _Measurements:
         sort_checked(prompts),
         sort_checked(outputs),
     )
+
+
+def _seconds(column: Callable[[Record], Any], records: list[Record]) -> list[float]:
+    """The records' present ``column`` values (ms) in seconds; ``TypeError`` for one that
+    is not a number."""
+    try:
+        # The usual batch, in C, with no None to filter out (a None raises TypeError).
+        return list(map(truediv, map(column, records), repeat(1000.0)))
+    except TypeError:
+        return list(map(truediv, filter(_PRESENT, map(column, records)), repeat(1000.0)))
 
 
 def _count(cell: Cell, requests: int, values: _Measurements) -> None:
