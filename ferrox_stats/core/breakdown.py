@@ -174,12 +174,13 @@ class Breakdown:
     None`` or no archive sink; or before the first heartbeat), the request that finds
     ``fold_every`` records queued folds them, in batches small enough to still be in
     the CPU's caches. Once a reader folds, requests leave the queue to readers up to
-    ``max_queued`` records (readers that fell that far behind). Each fold by a request
-    is counted in ``request_folds``. So at most ``max_queued`` records wait (``2 *
-    max_queued`` while a reader holds the lock that long; a request then waits for
-    it), each costing the queue 8 bytes and, once the ring (``RING_CAPACITY``) no
-    longer holds it, the record itself: about 0.3-0.5 KiB (a ``Record`` tuple with its
-    own floats, ints and id string). At the default 16384, about 5-8 MiB at most.
+    ``max_queued`` records (at least ``fold_every``): only readers that fell that far
+    behind leave a request to fold. Each fold by a request is counted in
+    ``request_folds``. So at most ``max_queued`` records wait (``2 * max_queued``
+    while a reader holds the lock that long; a request then waits for it), each
+    costing the queue 8 bytes and, once the ring (``RING_CAPACITY``) no longer holds
+    it, the record itself: about 0.3-0.5 KiB (a ``Record`` tuple with its own floats,
+    ints and id string). At the default 16384, about 5-8 MiB at most.
     """
 
     def __init__(
