@@ -17,12 +17,6 @@ Measured, per request, in ns:
 - ``tracked (before)``, with ``--before DIR``: ``tracked`` on the ``ferrox_stats``
   package of another checkout (say main's, while measuring a branch), loaded beside
   this one under another name, so before and after run interleaved in one process.
-- ``tracked, small batches``: ``tracked`` with the reader waking every
-  ``--small-batch-fold-ms`` ms: batches under the ring's 1024 records (on this
-  machine), as a 2 s
-  heartbeat folds below ~500 requests/s (the ring, not the queue, then decides how
-  long a record lives; in bigger batches the queue keeps records alive longer, so new
-  ones are allocated in memory that is no longer in the cache).
 - ``tracked, no reader``: ``tracked`` with nobody folding the per-label breakdown, so
   the requests fold it themselves every ``Breakdown.fold_every`` records: what a
   process without a heartbeat (``HEARTBEAT_S = None``, no archive sink) pays. (With a
@@ -34,7 +28,9 @@ the breakdown's queued records into its cells (what the heartbeat's state docume
 does first), so the fold is paid where production pays it: on that thread, not the
 request's. The request path's figures are the requesting thread's time; the fold's
 CPU on the reader thread is reported apart, per record, with the mean batch (a 2 s
-heartbeat at ``batch / 2`` requests/s folds batches that size). Then ``fold alone``
+heartbeat at ``batch / 2`` requests/s folds batches that size; the GIL's switch
+interval is CPython's 5 ms, as in production, so the reader waits up to that for the
+GIL and a fold shorter than that is not interrupted). Then ``fold alone``
 times the fold of one batch directly, of the bench's records (microsecond durations:
 few buckets), of records with spread values (log-normal times, 2-2000 tokens: many
 buckets, as in production) in one cell and over 45 cells, and what the heartbeat
@@ -49,7 +45,7 @@ reader folds) is not counted. Use it: the wall clock of the requesting thread
 includes the reader's folds whenever they take the GIL.
 
 Run: ``cd /work/main && PYTHONPATH=. python bench/hot_path.py [--requests N --rounds R]
-[--clock cpu] [--before ../other-checkout] [--fold-ms MS] [--small-batch-fold-ms MS]``
+[--clock cpu] [--before ../other-checkout] [--fold-ms MS]``
 """
 
 from __future__ import annotations
@@ -385,26 +381,14 @@ def main() -> None:
         default=10.0,
         help="ms between the reader thread's wake-ups (its folds, in tracked)",
     )
-    parser.add_argument(
-        "--small-batch-fold-ms",
-        type=float,
-        default=2.0,
-        help="the same for `tracked, small batches`",
-    )
     args = parser.parse_args()
     global clock_ns
     clock_ns = CLOCKS[args.clock]
     reader_s = args.fold_ms / 1000
-    # The reader waits for the GIL up to the switch interval (5 ms) after it wakes: 1 ms
-    # lets it fold on time. Only a thread asking for the GIL makes the holder switch,
-    # so the requests, alone between wake-ups, run as they would.
-    sys.setswitchinterval(0.001)
 
     main_tracked = tracked(reader_s=reader_s)
-    small = tracked(reader_s=args.small_batch_fold_ms / 1000)
     variants = {
         "tracked": main_tracked,
-        "tracked, small batches": small,
         **(
             {"tracked (before)": tracked(load_before(args.before), reader_s=reader_s)}
             if args.before
@@ -429,23 +413,22 @@ def main() -> None:
     for name, value in ns.items():
         print(f"  {name:<22} {value:8.0f} ns/request (least round {least[name]:.0f})")
     if args.before:
-        for name in ["tracked", "tracked, small batches", "tracked, no reader"]:
+        for name in ["tracked", "tracked, no reader"]:
             ratio, least_ratio = (x[name] / x["tracked (before)"] for x in (ns, least))
             print(f"  {name} / tracked (before) {ratio:6.2f}x (least rounds {least_ratio:.2f}x)")
     for name in ["prom unlabelled", "prom labelled", "floor"]:
         print(f"  tracked / {name:<22} {ns['tracked'] / ns[name]:6.2f}x")
 
-    for name, run in [("tracked", main_tracked), ("tracked, small batches", small)]:
-        reader = run.reader  # type: ignore[attr-defined]
-        breakdown = run.breakdown  # type: ignore[attr-defined]
-        batch = reader.records / max(reader.folds, 1)
-        print(
-            f"fold on the reader thread ({name}): "
-            f"{reader.cpu_ns / max(reader.records, 1):.0f} ns/record, {reader.folds} folds "
-            f"of {batch:.0f} records on average (a 2 s heartbeat at {batch / 2:.0f} "
-            f"requests/s); folds on the request thread: {breakdown.request_folds} (they "
-            f"start past max_queued = {breakdown.max_queued})"
-        )
+    reader = main_tracked.reader  # type: ignore[attr-defined]
+    breakdown = main_tracked.breakdown  # type: ignore[attr-defined]
+    batch = reader.records / max(reader.folds, 1)
+    print(
+        f"fold on the reader thread (tracked): "
+        f"{reader.cpu_ns / max(reader.records, 1):.0f} ns/record, {reader.folds} folds "
+        f"of {batch:.0f} records on average (a 2 s heartbeat at {batch / 2:.0f} "
+        f"requests/s); folds on the request thread: {breakdown.request_folds} (they "
+        f"start past max_queued = {breakdown.max_queued})"
+    )
     print(
         f"fold on the request thread (tracked, no reader): "
         f"{lonely.breakdown.request_folds} folds, "  # type: ignore[attr-defined]
