@@ -17,14 +17,35 @@ Measured, per request, in ns:
 - ``tracked (before)``, with ``--before DIR``: ``tracked`` on the ``ferrox_stats``
   package of another checkout (say main's, while measuring a branch), loaded beside
   this one under another name, so before and after run interleaved in one process.
+- ``tracked, no reader``: ``tracked`` with nobody folding the per-label breakdown, so
+  the requests fold it themselves every ``Breakdown.fold_every`` records: what a
+  process without a heartbeat (``HEARTBEAT_S = None``, no archive sink) pays. (With a
+  reader, a request folds only past ``Breakdown.max_queued``: the reader fell behind.)
+
+The reader: while a round runs, a thread wakes every ``--fold-ms`` ms in every variant
+(but ``no reader``), as the heartbeat does every ``HEARTBEAT_S``; in ``tracked`` it folds
+the breakdown's queued records into its cells (what the heartbeat's state document
+does first), so the fold is paid where production pays it: on that thread, not the
+request's. The request path's figures are the requesting thread's time; the fold's
+CPU on the reader thread is reported apart, per record, with the mean batch (a 2 s
+heartbeat at ``batch / 2`` requests/s folds batches that size; the GIL's switch
+interval is CPython's 5 ms, as in production, so the reader waits up to that for the
+GIL and a fold shorter than that is not interrupted). Then ``fold alone``
+times the fold of one batch directly, of the bench's records (microsecond durations:
+few buckets), of records with spread values (log-normal times, 2-2000 tokens: many
+buckets, as in production) in one cell and over 45 cells, and what the heartbeat
+thread pays at 1000 requests/s.
 
 Method: each variant runs ``--requests`` requests per round; rounds interleave the
-variants (rotating their order) and the median round is reported, with gc disabled
-while timing. ``--clock cpu`` times the thread's CPU time instead of the wall clock:
-on a machine shared with other work, time spent preempted is not counted.
+variants (rotating their order) and the median round is reported (and the least, the
+least disturbed by other work on the machine), with gc disabled while timing.
+``--clock cpu`` times the thread's CPU time instead of the wall clock: on a machine
+shared with other work, time spent preempted (or, here, waiting for the GIL while the
+reader folds) is not counted. Use it: the wall clock of the requesting thread
+includes the reader's folds whenever they take the GIL.
 
 Run: ``cd /work/main && PYTHONPATH=. python bench/hot_path.py [--requests N --rounds R]
-[--clock cpu] [--before ../other-checkout]``
+[--clock cpu] [--before ../other-checkout] [--fold-ms MS]``
 """
 
 from __future__ import annotations
@@ -33,7 +54,9 @@ import argparse
 import gc
 import importlib.metadata
 import importlib.util
+import os
 import platform
+import random
 import statistics
 import sys
 import threading
@@ -45,6 +68,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from ferrox_stats.core.breakdown import Breakdown
+from ferrox_stats.core.requests import Record
 from ferrox_stats.live import Recorder
 
 ROUTE = "/v1/chat/completions"
@@ -76,10 +101,52 @@ def load_before(checkout: str) -> Any:
     return importlib.import_module(f"{name}.live").Recorder
 
 
-def tracked(recorder_class: Any = Recorder) -> Variant:
-    recorder = recorder_class(replica="bench")
+class Reader:
+    """A thread that, while a round runs, wakes every ``interval_s`` like the heartbeat
+    and folds ``breakdown`` (if any), adding its thread CPU and the records it folded."""
 
-    def run(n: int) -> int:
+    def __init__(self, breakdown: Breakdown | None, interval_s: float) -> None:
+        self.breakdown = breakdown
+        self.interval_s = interval_s
+        self.cpu_ns = 0
+        self.records = 0
+        self.folds = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Reader:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+
+    def _run(self) -> None:
+        breakdown = self.breakdown
+        while not self._stop.wait(self.interval_s):
+            if breakdown is None:
+                continue
+            start = time.thread_time_ns()
+            # What every reader of the cells (to_wire, cells) does first.
+            with breakdown._lock:
+                queued = len(breakdown._queue)
+                breakdown._fold()
+            self.cpu_ns += time.thread_time_ns() - start
+            self.records += queued
+            self.folds += 1
+
+
+def tracked(recorder_class: Any = Recorder, reader_s: float | None = None) -> Variant:
+    """``reader_s``: a ``Reader`` every that many seconds during a round (None: none)."""
+    recorder = recorder_class(replica="bench")
+    breakdown = getattr(recorder, "breakdown", None)  # none before issue 10
+    reader = None if reader_s is None else Reader(breakdown, reader_s)
+
+    def requests(n: int) -> int:
         # Locals: the loop should measure the library, not global lookups.
         track = recorder.track
         clock = clock_ns
@@ -90,6 +157,22 @@ def tracked(recorder_class: Any = Recorder) -> Variant:
                 t.finish(status=200, finish_reason="stop", prompt_tokens=512, completion_tokens=128)
         return clock() - start
 
+    def run(n: int) -> int:
+        if reader is None:
+            return requests(n)
+        with reader:
+            return requests(n)
+
+    def reset() -> None:
+        # After the warm-up (before the first fold, requests fold every fold_every).
+        if reader is not None:
+            reader.cpu_ns = reader.records = reader.folds = 0
+        if breakdown is not None:
+            breakdown.request_folds = 0
+
+    run.reader = reader  # type: ignore[attr-defined]
+    run.breakdown = breakdown  # type: ignore[attr-defined]
+    run.reset = reset  # type: ignore[attr-defined]
     return run
 
 
@@ -164,12 +247,28 @@ def floor() -> Variant:
     return run
 
 
-def measure(variants: dict[str, Variant], requests: int, rounds: int) -> dict[str, float]:
-    """Median ns per request of each variant over interleaved rounds."""
+def with_reader(variant: Variant, interval_s: float) -> Variant:
+    """``variant`` with an idle ``Reader`` waking as often: the same thread switches."""
+    reader = Reader(None, interval_s)
+
+    def run(n: int) -> int:
+        with reader:
+            return variant(n)
+
+    return run
+
+
+def measure(
+    variants: dict[str, Variant], requests: int, rounds: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median and least ns per request of each variant over interleaved rounds (other
+    work on the machine only adds time: the least round is the least disturbed)."""
     names = list(variants)
     for run in variants.values():
         # Warm up: first-use allocations, label children, the ring's first wrap.
         run(min(requests, 10_000))
+        if (reset := getattr(run, "reset", None)) is not None:
+            reset()  # counts from here are the timed rounds'
     per_request: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         # Rotate the order so no variant always runs right after the same neighbour.
@@ -182,7 +281,88 @@ def measure(variants: dict[str, Variant], requests: int, rounds: int) -> dict[st
             finally:
                 gc.enable()
             per_request[name].append(elapsed / requests)
-    return {name: statistics.median(values) for name, values in per_request.items()}
+    return (
+        {name: statistics.median(values) for name, values in per_request.items()},
+        {name: min(values) for name, values in per_request.items()},
+    )
+
+
+def bench_records(n: int) -> list[Record]:
+    """``n`` records as the ``tracked`` loop records them (microsecond times)."""
+    recorder = Recorder(replica="bench", capacity=n)
+    for _ in range(n):
+        with recorder.track(route=ROUTE, model=MODEL, stream=True) as t:
+            t.first_token()
+            t.finish(status=200, finish_reason="stop", prompt_tokens=512, completion_tokens=128)
+    return [row for _, row in recorder.stats.ring.since(0, n).rows]
+
+
+def spread_records(n: int) -> list[Record]:
+    """``n`` records whose values spread over many buckets, as in production: log-normal
+    TTFT (median 150 ms) and decode time (median 3 s), 1-8000 prompt tokens and 2-2000
+    completion tokens; seeded, so every run folds the same values."""
+    rng = random.Random(10)
+    result = []
+    for i in range(n):
+        ttft = rng.lognormvariate(5, 1)
+        decode = rng.lognormvariate(8, 1)
+        result.append(
+            Record(
+                request_id=f"req-{i}",
+                at_ms=1_800_000_000_000 + i,
+                route=ROUTE,
+                model=MODEL,
+                status=200,
+                stream=True,
+                prompt_tokens=rng.randint(1, 8000),
+                completion_tokens=rng.randint(2, 2000),
+                ttft_ms=ttft,
+                duration_ms=ttft + decode,
+                decode_ms=decode,
+                finish_reason="stop",
+                replica="bench",
+            )
+        )
+    return result
+
+
+def mixed_records(n: int) -> list[Record]:
+    """``spread_records`` over 5 models x 3 routes, 3 % errors and 3 % aborts: 45 cells,
+    the label set of issue 10's heartbeat goal, so each cell's batch holds a few dozen
+    values of a 2048-record fold (most in buckets of their own)."""
+    rng = random.Random(11)
+    models = [f"model-{i}" for i in range(5)]
+    routes = [ROUTE, "/v1/completions", "/v1/embeddings"]
+    return [
+        record._replace(
+            model=rng.choice(models),
+            route=rng.choice(routes),
+            error="Timeout" if rng.random() < 0.03 else None,
+            aborted="client_disconnect" if rng.random() < 0.03 else None,
+        )
+        for record in spread_records(n)
+    ]
+
+
+def fold_alone(records: list[Record], batch: int, rounds: int) -> float:
+    """Median thread-CPU ns per record of folding ``records`` in batches of ``batch``."""
+    per_record = []
+    for _ in range(rounds):
+        breakdown = Breakdown(fold_every=len(records) + 1)
+        gc.collect()
+        gc.disable()
+        elapsed = 0
+        try:
+            for i in range(0, len(records), batch):
+                breakdown._queue.extend(records[i : i + batch])
+                start = time.thread_time_ns()
+                with breakdown._lock:
+                    breakdown._fold()
+                elapsed += time.thread_time_ns() - start
+        finally:
+            gc.enable()
+        per_record.append(elapsed / len(records))
+    return statistics.median(per_record)
 
 
 def main() -> None:
@@ -195,28 +375,86 @@ def main() -> None:
     parser.add_argument(
         "--before", metavar="DIR", help="also time `tracked` on DIR's ferrox_stats (a checkout)"
     )
+    parser.add_argument(
+        "--fold-ms",
+        type=float,
+        default=10.0,
+        help="ms between the reader thread's wake-ups (its folds, in tracked)",
+    )
     args = parser.parse_args()
     global clock_ns
     clock_ns = CLOCKS[args.clock]
+    reader_s = args.fold_ms / 1000
 
+    main_tracked = tracked(reader_s=reader_s)
     variants = {
-        "tracked": tracked(),
-        **({"tracked (before)": tracked(load_before(args.before))} if args.before else {}),
-        "prom unlabelled": prom_unlabelled(),
-        "prom labelled": prom_labelled(),
-        "floor": floor(),
+        "tracked": main_tracked,
+        **(
+            {"tracked (before)": tracked(load_before(args.before), reader_s=reader_s)}
+            if args.before
+            else {}
+        ),
+        "tracked, no reader": (lonely := tracked()),
+        "prom unlabelled": with_reader(prom_unlabelled(), reader_s),
+        "prom labelled": with_reader(prom_labelled(), reader_s),
+        "floor": with_reader(floor(), reader_s),
     }
     print(
         f"python {platform.python_version()}, "
         f"prometheus_client {importlib.metadata.version('prometheus-client')}, "
-        f"{args.rounds} rounds x {args.requests} requests, median round, {args.clock} clock"
+        f"{args.rounds} rounds x {args.requests} requests, median round, {args.clock} clock, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
-    ns = measure(variants, args.requests, args.rounds)
+    print(
+        f"request path (the requesting thread's time; a reader thread wakes every "
+        f"{args.fold_ms:g} ms, in tracked it folds the breakdown):"
+    )
+    ns, least = measure(variants, args.requests, args.rounds)
     for name, value in ns.items():
-        print(f"{name:<16} {value:8.0f} ns/request")
-    others = ["tracked (before)"] if args.before else []
-    for name in [*others, "prom unlabelled", "prom labelled", "floor"]:
-        print(f"tracked / {name:<16} {ns['tracked'] / ns[name]:6.2f}x")
+        print(f"  {name:<22} {value:8.0f} ns/request (least round {least[name]:.0f})")
+    if args.before:
+        for name in ["tracked", "tracked, no reader"]:
+            ratio, least_ratio = (x[name] / x["tracked (before)"] for x in (ns, least))
+            print(f"  {name} / tracked (before) {ratio:6.2f}x (least rounds {least_ratio:.2f}x)")
+    for name in ["prom unlabelled", "prom labelled", "floor"]:
+        print(f"  tracked / {name:<22} {ns['tracked'] / ns[name]:6.2f}x")
+
+    reader = main_tracked.reader  # type: ignore[attr-defined]
+    breakdown = main_tracked.breakdown  # type: ignore[attr-defined]
+    batch = reader.records / max(reader.folds, 1)
+    print(
+        f"fold on the reader thread (tracked): "
+        f"{reader.cpu_ns / max(reader.records, 1):.0f} ns/record, {reader.folds} folds "
+        f"of {batch:.0f} records on average (a 2 s heartbeat at {batch / 2:.0f} "
+        f"requests/s); folds on the request thread: {breakdown.request_folds} (they "
+        f"start past max_queued = {breakdown.max_queued})"
+    )
+    print(
+        f"fold on the request thread (tracked, no reader): "
+        f"{lonely.breakdown.request_folds} folds, "  # type: ignore[attr-defined]
+        f"one every fold_every = {breakdown.fold_every} records"
+    )
+    print("fold alone, per record, thread cpu, median of 5:")
+    alone = {
+        "the bench's records": bench_records(16384),
+        "spread records": spread_records(16384),
+        "spread, 45 cells": mixed_records(16384),
+    }
+    per_record = {}
+    for what, records in alone.items():
+        figures = {size: fold_alone(records, size, 5) for size in (2048, 16384)}
+        per_record[what] = figures[2048]
+        print(
+            f"  {what:<20} "
+            + ", ".join(f"batch {size}: {value:5.0f} ns" for size, value in figures.items())
+        )
+    for what in ("spread records", "spread, 45 cells"):
+        cost = per_record[what]
+        print(
+            f"  so at 1000 requests/s ({what}) a worker's heartbeat thread (batches of "
+            f"2048) pays about {cost / 1e3:.2f} ms of CPU per second ({cost / 1e4:.2f} % "
+            f"of a core)"
+        )
 
 
 if __name__ == "__main__":

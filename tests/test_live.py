@@ -13,6 +13,7 @@ import pytest
 from ferrox_stats import live
 from ferrox_stats.conf import DEFAULTS
 from ferrox_stats.core.requests import Record
+from ferrox_stats.state import process_state
 from tests.conftest import FakeClock
 
 
@@ -267,6 +268,21 @@ def test_finished_and_ingested_records_feed_the_breakdown(
     }
     assert cells["m", "/v1/completions", "ok"].duration.total == 0.5
     assert cells["m", "/v1/completions", "error"].duration.count_at_most(0.25) == 1
+
+
+def test_once_the_state_is_read_requests_leave_the_fold_to_its_readers(clock: FakeClock) -> None:
+    # The heartbeat reads the state every HEARTBEAT_S: the requests in between only queue.
+    recorder = live.Recorder(clock=clock)
+    breakdown = recorder.breakdown
+    process_state(recorder)
+    for _ in range(breakdown.fold_every * 3):
+        recorder.finished(Record(model="m", duration_ms=1.0))
+    assert breakdown.request_folds == 0
+    assert len(breakdown._queue) == breakdown.fold_every * 3
+    process_state(recorder)
+    assert len(breakdown._queue) == 0
+    [cell] = breakdown.cells().values()
+    assert cell.requests == cell.duration.count == breakdown.fold_every * 3
 
 
 def test_a_record_the_breakdown_refuses_is_counted_there(clock: FakeClock) -> None:

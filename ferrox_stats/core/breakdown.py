@@ -163,31 +163,58 @@ _DECODE = _column("decode_ms")
 _PRESENT = partial(is_not, None)
 
 DEFAULT_FOLD_EVERY = 1024
+"""Queued records at which a request folds them itself while no reader folds."""
+DEFAULT_MAX_QUEUED = 16384
+"""Queued records at which a request folds them itself although readers fold: they fell
+behind (a heartbeat every 2 s keeps the queue under ``2 * requests/s``)."""
 
 
 class Breakdown:
     """Thread-safe per-``(model, route, outcome)`` cells of finished requests.
 
-    ``observe`` only queues the record (one ``deque.append``: the request path pays
-    nothing more); the queue is folded into the cells in batches, by whoever reads
-    them (the heartbeat, a scrape) or, past ``fold_every`` queued records, by the
-    request that finds it so long. In a batch each distribution sorts its values and
-    counts a bucket per binary search: in CPython about half the cost per record of
-    bucketing each record as it comes (``docs/benchmarks.md``). A record with an
-    impossible value (a negative or non-finite time, a token count that is not an
-    integer >= 0) is left out whole and counted in ``refused``.
+    ``observe`` only queues the record (one ``deque.append`` and a length check: the
+    request path pays nothing more); readers fold the queue into the cells in batches
+    (the heartbeat every ``HEARTBEAT_S``, a scrape, ``/v1/stats``), paying that cost on
+    their own thread. In a batch each distribution sorts its values and counts a bucket
+    per binary search: in CPython about half the cost per record of bucketing each
+    record as it comes (``docs/benchmarks.md``). A record with an impossible value (a
+    negative or non-finite time, a token count that is not an integer >= 0) is left out
+    whole and counted in ``refused``.
+
+    A request folds only as a last resort, and how soon depends on whether readers do.
+    While none has folded since a request last did (no heartbeat: ``HEARTBEAT_S =
+    None`` or no archive sink; or before the first heartbeat), the request that finds
+    ``fold_every`` records queued folds them, in batches small enough to still be in
+    the CPU's caches. Once a reader folds, requests leave the queue to readers up to
+    ``max_queued`` records (at least ``fold_every``): only readers that fell that far
+    behind leave a request to fold. Each fold by a request is counted in
+    ``request_folds``. So at most ``max_queued`` records wait (``2 * max_queued``
+    while a reader holds the lock that long; a request then waits for it), each
+    costing the queue 8 bytes and, once the ring (``RING_CAPACITY``) no longer holds
+    it, the record itself: about 0.3-0.5 KiB (a ``Record`` tuple with its own floats,
+    ints and id string). At the default 16384, about 5-8 MiB at most.
     """
 
     def __init__(
-        self, max_models: int = 20, max_routes: int = 20, *, fold_every: int = DEFAULT_FOLD_EVERY
+        self,
+        max_models: int = 20,
+        max_routes: int = 20,
+        *,
+        fold_every: int = DEFAULT_FOLD_EVERY,
+        max_queued: int = DEFAULT_MAX_QUEUED,
     ) -> None:
         self.max_models = _positive_int(max_models, "max_models")
         self.max_routes = _positive_int(max_routes, "max_routes")
         self.fold_every = _positive_int(fold_every, "fold_every")
+        self.max_queued = max(_positive_int(max_queued, "max_queued"), fold_every)
         self.refused = 0
+        self.request_folds = 0  # folds done by observe: no reader folded for that long
         # deque.append and popleft are atomic: observe takes no lock.
         self._queue: deque[Record] = deque()
-        # Held to fold and to read the cells; never by observe below 2 * fold_every.
+        # Queued records at which observe folds: fold_every until a reader folds, then
+        # max_queued until a request has to fold again. Written with the lock held.
+        self._fold_at = self.fold_every
+        # Held to fold and to read the cells; never by observe below 2 * max_queued.
         self._lock = threading.Lock()
         self._cells: dict[CellKey, Cell] = {}
         self._models: set[str] = set()
@@ -200,18 +227,25 @@ class Breakdown:
         """Count a finished record in its cell (at the next fold). Cheap; never raises."""
         queue = self._queue
         queue.append(record)
-        # Past fold_every, fold unless another thread is folding (it drains this record
-        # too); only a queue twice as long (folds falling behind) waits, so it stays bounded.
-        if len(queue) >= self.fold_every and self._lock.acquire(
-            blocking=len(queue) >= 2 * self.fold_every
+        # The last resort (readers fold): fold unless another thread is folding (it
+        # drains this record too); only a queue of 2 * max_queued (a reader holding the
+        # lock that long) waits, so it stays bounded.
+        if len(queue) >= self._fold_at and self._lock.acquire(
+            blocking=len(queue) >= 2 * self.max_queued
         ):
             try:
+                self.request_folds += 1
                 self._fold()
+                # No reader folded for _fold_at records: fold small, cache-warm batches.
+                self._fold_at = self.fold_every
             finally:
                 self._lock.release()
 
     def _fold(self) -> None:
         # With the lock held. Only the records queued now: later ones wait for the next.
+        # A reader's fold (observe resets this after its own): readers fold, so requests
+        # leave the queue to them up to max_queued.
+        self._fold_at = self.max_queued
         queue = self._queue
         batch = [queue.popleft() for _ in range(len(queue))]
         if not batch:
@@ -368,23 +402,28 @@ def _measurements(records: list[Record]) -> _Measurements:
     each sorted for ``Distribution.add_sorted``; ``ValueError`` if one is impossible."""
     prompts = list(filter(_PRESENT, map(_PROMPT, records)))
     completions = list(map(_COMPLETION, records))
-    decodes = list(map(_DECODE, records))
     try:
-        if None not in decodes and None not in completions and min(completions) > 1:
-            # The usual batch, in C: decode / 1000.0 / (completion - 1) for each.
+        try:
+            # The usual batch, in C: decode / 1000.0 / (completion - 1) for each. A None
+            # raises TypeError here (in min, or in truediv), and so does a batch with a
+            # completion under 2: both go the long way.
+            if min(completions) < 2:
+                raise TypeError
             tpots = list(
                 map(
-                    truediv, map(truediv, decodes, repeat(1000.0)), map(sub, completions, repeat(1))
+                    truediv,
+                    map(truediv, map(_DECODE, records), repeat(1000.0)),
+                    map(sub, completions, repeat(1)),
                 )
             )
-        else:
+        except TypeError:
             tpots = [
                 decode / 1000.0 / (completion - 1)
-                for decode, completion in zip(decodes, completions, strict=True)
+                for decode, completion in zip(map(_DECODE, records), completions, strict=True)
                 if decode is not None and completion is not None and completion > 1
             ]
-        durations = list(map(truediv, filter(_PRESENT, map(_DURATION, records)), repeat(1000.0)))
-        ttfts = list(map(truediv, filter(_PRESENT, map(_TTFT, records)), repeat(1000.0)))
+        durations = _seconds(_DURATION, records)
+        ttfts = _seconds(_TTFT, records)
     except (TypeError, ArithmeticError):
         raise ValueError("a time is not a number") from None
     outputs = list(filter(_PRESENT, completions))
@@ -404,6 +443,16 @@ def _measurements(records: list[Record]) -> _Measurements:
         sort_checked(prompts),
         sort_checked(outputs),
     )
+
+
+def _seconds(column: Callable[[Record], Any], records: list[Record]) -> list[float]:
+    """The records' present ``column`` values (ms) in seconds; ``TypeError`` for one that
+    is not a number."""
+    try:
+        # The usual batch, in C, with no None to filter out (a None raises TypeError).
+        return list(map(truediv, map(column, records), repeat(1000.0)))
+    except TypeError:
+        return list(map(truediv, filter(_PRESENT, map(column, records)), repeat(1000.0)))
 
 
 def _count(cell: Cell, requests: int, values: _Measurements) -> None:

@@ -272,15 +272,50 @@ def test_a_record_with_a_token_count_that_is_not_a_count_is_refused(tokens: Any)
 
 
 def test_records_are_folded_as_the_queue_reaches_fold_every() -> None:
+    # Nobody reads: the request that finds fold_every records queued folds them.
     breakdown = Breakdown(fold_every=3)
     for _ in range(2):
         breakdown.observe(record())
     assert len(breakdown._queue) == 2
     breakdown.observe(record())
-    assert len(breakdown._queue) == 0
+    assert (len(breakdown._queue), breakdown.request_folds) == (0, 1)
     breakdown.observe(record())
     assert [cell.requests for cell in breakdown.cells().values()] == [4]
     assert len(breakdown._queue) == 0
+
+
+def test_once_a_reader_folds_requests_leave_the_queue_to_readers_up_to_max_queued() -> None:
+    breakdown = Breakdown(fold_every=3, max_queued=10)
+    breakdown.to_wire()  # a reader (the heartbeat) folded
+    for _ in range(9):
+        breakdown.observe(record())
+    assert (len(breakdown._queue), breakdown.request_folds) == (9, 0)
+    breakdown.cells()
+    for _ in range(10):
+        breakdown.observe(record())
+    # The reader fell behind by max_queued: the request folded, as a last resort...
+    assert (len(breakdown._queue), breakdown.request_folds) == (0, 1)
+    # ... and until a reader folds again, requests fold every fold_every.
+    for _ in range(3):
+        breakdown.observe(record())
+    assert (len(breakdown._queue), breakdown.request_folds) == (0, 2)
+    [cell] = breakdown.cells().values()
+    assert cell.requests == 22
+
+
+@pytest.mark.parametrize(
+    ("fold_every", "max_queued", "expected"), [(5, 3, 5), (5, 5, 5), (1, 9, 9)]
+)
+def test_max_queued_is_at_least_fold_every(fold_every: int, max_queued: int, expected: int) -> None:
+    assert Breakdown(fold_every=fold_every, max_queued=max_queued).max_queued == expected
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])
+def test_fold_bounds_must_be_positive_integers(bad: Any) -> None:
+    with pytest.raises(ValueError, match="fold_every"):
+        Breakdown(fold_every=bad)
+    with pytest.raises(ValueError, match="max_queued"):
+        Breakdown(max_queued=bad)
 
 
 def test_labels_go_to_the_first_models_in_arrival_order_within_a_batch() -> None:
@@ -318,3 +353,79 @@ def test_folding_in_batches_of_any_size_counts_the_same(
         batched.observe(item)
     assert comparable(batched.cells()) == comparable(one_by_one.cells())
     assert batched.refused == one_by_one.refused
+
+
+# One step of a process: a request finishes (a record), or a reader reads the cells.
+READ = None
+steps = st.lists(st.none() | records, max_size=60)
+
+
+@given(steps, st.integers(1, 4), st.integers(1, 8))
+def test_cells_after_any_interleaving_of_observe_and_read_are_those_of_all_records(
+    items: list[Record | None], fold_every: int, max_queued: int
+) -> None:
+    breakdown = Breakdown(fold_every=fold_every, max_queued=max_queued)
+    reference = Breakdown(fold_every=1)  # each record folded as it comes
+    seen: list[Record] = []
+    for item in items:
+        if item is READ:
+            # What a reader sees counts every record observed so far, exactly once.
+            assert comparable(breakdown.cells()) == comparable(reference.cells())
+            assert len(breakdown._queue) == 0
+        else:
+            breakdown.observe(item)
+            reference.observe(item)
+            seen.append(item)
+        # Bounded whoever reads: at most max_queued wait (fold_every until one reads).
+        assert len(breakdown._queue) < breakdown.max_queued
+    assert comparable(breakdown.cells()) == comparable(reference.cells())
+    assert sum(cell.requests for cell in breakdown.cells().values()) == len(seen)
+
+
+@given(st.lists(st.none() | records | hostile_records, max_size=40))
+def test_impossible_values_are_refused_and_counted_whoever_folds(
+    items: list[Record | None],
+) -> None:
+    breakdown = Breakdown(fold_every=2, max_queued=5)
+    reference = Breakdown(fold_every=1)
+    for item in items:
+        if item is READ:
+            breakdown.to_wire()
+        else:
+            breakdown.observe(item)
+            reference.observe(item)
+    assert comparable(breakdown.cells()) == comparable(reference.cells())
+    assert breakdown.refused == reference.refused
+
+
+@pytest.mark.parametrize(("fold_every", "max_queued"), [(1, 1), (7, 50), (4096, 16384)])
+def test_observe_and_readers_on_many_threads_count_each_record_once(
+    fold_every: int, max_queued: int
+) -> None:
+    breakdown = Breakdown(fold_every=fold_every, max_queued=max_queued)
+    per_thread = 2000
+    done = threading.Event()
+    reads = []
+
+    def feed() -> None:
+        for i in range(per_thread):
+            breakdown.observe(record(duration_ms=float(i), prompt_tokens=1))
+
+    def read() -> None:
+        # The heartbeat and scrapes: read (and fold) while requests finish.
+        while not done.is_set():
+            reads.append(sum(cell.requests for cell in breakdown.cells().values()))
+            breakdown.to_wire()
+
+    feeders = [threading.Thread(target=feed) for _ in range(4)]
+    reader = threading.Thread(target=read)
+    reader.start()
+    for thread in feeders:
+        thread.start()
+    for thread in feeders:
+        thread.join()
+    done.set()
+    reader.join()
+    [cell] = breakdown.cells().values()
+    assert cell.requests == cell.duration.count == cell.input_tokens == 4 * per_thread
+    assert reads == sorted(reads)  # a reader never sees a record counted then uncounted
