@@ -491,9 +491,7 @@ def scrape() -> bytes:
     every other worker. Counting the unwritten state would let the next scrape, of
     another worker, read that file and step back by the requests in between.
     """
-    # Until process_state writes the octave form itself (state version 2), its version
-    # 1 document is read into that form here; for a version 2 one this is a copy.
-    doc = host_state.octave_document(process_state(live.get_recorder()), trusted=True)
+    doc = process_state(live.get_recorder())  # state version 2: the octave form
     written = host_state.publish(doc, wait=False)
     own = doc if written or not host_state.usable() else None
     return exposition(host_state.host_totals(own, now_ms=int(doc["at_ms"])))

@@ -55,7 +55,6 @@ __all__ = [
     "from_keyed",
     "keyed",
     "merged",
-    "octaves",
     "of_document",
     "summed",
 ]
@@ -457,21 +456,6 @@ def merged(parts: Sequence[Part]) -> Merged:
 # -- octave-form documents ----------------------------------------------------------------
 
 
-def octaves(distribution: Distribution) -> dict[str, Any]:
-    """``distribution`` in the octave form."""
-    per: dict[int, int] = {}
-    for index, n in distribution.counts.items():
-        octave = index // SUB_BUCKETS
-        per[octave] = per.get(octave, 0) + n
-    if not per:
-        return {"zeros": distribution.zeros, "sum": distribution.total, "offset": 0, "counts": []}
-    low = min(per)
-    values = [0] * (max(per) - low + 1)
-    for octave, n in per.items():
-        values[octave - low] = n
-    return {"zeros": distribution.zeros, "sum": distribution.total, "offset": low, "counts": values}
-
-
 def _gathered(wire: Mapping[str, Any]) -> dict[str, Any]:
     # A keyed distribution of our own making (sorted canonical indexes) per power of two.
     per: dict[int, int] = {}
@@ -509,7 +493,7 @@ def from_keyed(breakdown: Any, *, trusted: bool = False) -> list[dict[str, Any]]
                 "requests": cell.requests,
                 "input_tokens": cell.input_tokens,
                 "output_tokens": cell.output_tokens,
-                **{name: octaves(getattr(cell, name)) for name in DISTRIBUTIONS},
+                **{name: getattr(cell, name).octaves() for name in DISTRIBUTIONS},
             }
         )
     return result

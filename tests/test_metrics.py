@@ -525,7 +525,7 @@ def test_the_buckets_are_count_at_most_at_every_bound(values: list[float]) -> No
         dist.add(v)
     cell = {"model": "m", "route": "r", "outcome": "ok", "requests": 1}
     cell |= {"input_tokens": 0, "output_tokens": 0}
-    cell |= {name: octave.octaves(dist) for name in ("duration", "ttft", "tpot", "input", "output")}
+    cell |= {name: dist.octaves() for name in ("duration", "ttft", "tpot", "input", "output")}
     merged = octave.merged([octave.checked([cell])])
     for name, bounds, at in (
         ("duration", metrics.DURATION_BOUNDS, metrics.DURATION),
