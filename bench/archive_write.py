@@ -152,6 +152,11 @@ def commit() -> str:
         return "unknown"
 
 
+def spread(values: list[float]) -> str:
+    """Median, lowest and highest of some shares, as signed percentages."""
+    return f"{statistics.median(values):+.1%} ({min(values):+.1%} to {max(values):+.1%})"
+
+
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -351,13 +356,15 @@ def run(args: argparse.Namespace, url: str) -> None:
         )
     drained = [a / d for a, d in zip(wall[ANCHOR], drain_s[args.warmup :], strict=True)]
     print(f"archiver drain() alone vs copy text: wall {statistics.median(drained):.2f}x")
-    for name, label in (("copy text -trigger", "the trigger"), ("copy text -0006", "0006 (trigger + sequence)")):
+    for name, label in (
+        ("copy text -trigger", "the trigger"),
+        ("copy text -0006", "0006 (trigger + sequence)"),
+    ):
         shares = [1 - v / a for a, v in zip(wall[ANCHOR], wall[name], strict=True)]
         server = [1 - v / a for a, v in zip(server_us[ANCHOR], server_us[name], strict=True)]
         print(
-            f"share of copy text's time that {label} costs: wall "
-            f"{statistics.median(shares):+.1%} ({min(shares):+.1%} to {max(shares):+.1%}), "
-            f"server CPU {statistics.median(server):+.1%} ({min(server):+.1%} to {max(server):+.1%})"
+            f"share of copy text's time that {label} costs: "
+            f"wall {spread(shares)}, server CPU {spread(server)}"
         )
     counted_submit = submit_ns[args.warmup :]
     print(

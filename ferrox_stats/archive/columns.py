@@ -37,7 +37,9 @@ _STATUS = _FIELDS.index("status")
 _STREAM = _FIELDS.index("stream")
 _ABORTED = _FIELDS.index("aborted")
 _ERROR = _FIELDS.index("error")
-_TEXT = tuple((_FIELDS.index(name), limit) for name, limit in MAX_LENGTHS.items() if name in _FIELDS)
+_TEXT = tuple(
+    (_FIELDS.index(name), limit) for name, limit in MAX_LENGTHS.items() if name in _FIELDS
+)
 _TOKENS = tuple(
     _FIELDS.index(name) for name in ("prompt_tokens", "completion_tokens", "cached_tokens")
 )
@@ -84,8 +86,7 @@ class PlainBatch:
             _types(status) <= _INT_OR_NONE
             and _within(status, _MIN_INT2, _MAX_INT2)
             and all(
-                _types(columns[i]) <= _INT_OR_NONE
-                and _within(columns[i], -MAX_BIGINT, MAX_BIGINT)
+                _types(columns[i]) <= _INT_OR_NONE and _within(columns[i], -MAX_BIGINT, MAX_BIGINT)
                 for i in _TOKENS
             )
             and all(_types(columns[i]) <= _NUMBER_OR_NONE and _finite(columns[i]) for i in _TIMES)
@@ -96,7 +97,9 @@ class PlainBatch:
             and self._new_keys(columns[_REQUEST_ID], instances, seqs)
         ):
             return None
-        return list(map(tuple.__add__, records, zip(instances, seqs, _outcomes(columns), ingested)))
+        outcomes = _outcomes(columns)  # may be an endless repeat("ok")
+        rows = zip(instances, seqs, outcomes, ingested, strict=False)
+        return list(map(tuple.__add__, records, rows))
 
     def _new_keys(
         self, request_ids: tuple[Any, ...], instances: tuple[Any, ...], seqs: tuple[Any, ...]
@@ -112,7 +115,9 @@ class PlainBatch:
             ids = [i for i in ids if i is not None]
         keyed_seqs: Sequence[Any] = seqs
         if None in instances or None in seqs:
-            keyed_seqs = [s for i, s in zip(instances, seqs) if i is not None and s is not None]
+            keyed_seqs = [
+                s for i, s in zip(instances, seqs, strict=True) if i is not None and s is not None
+            ]
         return _all_new(self._request_ids, ids) and _all_new(self._seqs, keyed_seqs)
 
 
