@@ -88,7 +88,7 @@ class ArchiveWriter:
         self._monotonic = monotonic
         # Tests drive flush_once()/drain() themselves with autostart=False.
         self.autostart = autostart
-        self._queue: deque[Pending] = deque()
+        self._queue = _Queue()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._written = threading.Condition(self._lock)
@@ -119,7 +119,7 @@ class ArchiveWriter:
             if len(self._queue) >= self.queue_max:
                 self._dropped[QUEUE_FULL] = self._dropped.get(QUEUE_FULL, 0) + 1
                 return False
-            self._queue.append(Pending(seq, record, instance or self.instance))
+            self._queue.append(seq, record, instance or self.instance)
             # The writer waits only while fewer than a batch are queued (checked under
             # this lock), so waking it as the queue reaches a batch is enough; a
             # notify() on every submit of a long queue cost ~0.5 µs each.
@@ -155,7 +155,7 @@ class ArchiveWriter:
         """
         with self._write_lock:
             with self._lock:
-                batch = list(islice(self._queue, self.batch_size))
+                batch = self._queue.head(self.batch_size)
             if not batch:
                 return 0
             try:
@@ -172,8 +172,7 @@ class ArchiveWriter:
                 raise
             with self._lock:
                 # Only this writer removes from the head, so these are the batch's items.
-                for _ in batch:
-                    self._queue.popleft()
+                self._queue.drop_head(len(batch))
                 self._persisted += result.inserted + result.duplicates
                 self._duplicates += result.duplicates
                 self._dead_lettered += len(result.dead)
@@ -319,6 +318,52 @@ class ArchiveWriter:
         """Whether the background thread is alive."""
         thread = self._thread
         return thread is not None and thread.is_alive()
+
+
+class _Queue:
+    """The records waiting to be written, oldest first, as three parallel deques.
+
+    Not a deque of ``Pending``: a tuple per record would be one more object for the
+    garbage collector on every submit, and every full collection walks all of them. A
+    backlog of 100 000 records cost a submit about 1 µs more that way.
+    """
+
+    __slots__ = ("_instances", "_records", "_seqs")
+
+    def __init__(self) -> None:
+        self._seqs: deque[int | None] = deque()
+        self._records: deque[Record] = deque()
+        self._instances: deque[str | None] = deque()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def append(self, seq: int | None, record: Record, instance: str | None) -> None:
+        self._seqs.append(seq)
+        self._records.append(record)
+        self._instances.append(instance)
+
+    def head(self, n: int) -> list[Pending]:
+        """The oldest ``n`` (or fewer) records, left in the queue."""
+        return list(
+            map(
+                Pending,
+                islice(self._seqs, n),
+                islice(self._records, n),
+                islice(self._instances, n),
+            )
+        )
+
+    def drop_head(self, n: int) -> None:
+        for _ in range(n):
+            self._seqs.popleft()
+            self._records.popleft()
+            self._instances.popleft()
+
+    def clear(self) -> None:
+        self._seqs.clear()
+        self._records.clear()
+        self._instances.clear()
 
 
 def from_settings(instance: str | None = None) -> ArchiveWriter:
