@@ -12,9 +12,9 @@ keeps the batch and retries it.
 That is the general path, which looks at each record on its own. A plain batch (every
 record valid, no key twice: the usual case, ``columns.plain_rows``) takes a shorter
 one: it is checked a column at a time, and on PostgreSQL COPYed in binary, a chunk at a
-time, each chunk checked while the server stores the one before. Anything unusual sends
-the batch down the general path, so what becomes of each record never depends on the
-path it took.
+time, each chunk checked while the server stores the one before. Anything unusual, or
+a row the table refuses, sends the batch down the general path, so what becomes of each
+record never depends on the path it took.
 """
 
 from __future__ import annotations

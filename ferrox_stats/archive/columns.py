@@ -1,8 +1,8 @@
 """A whole batch checked column by column: the usual batch without a pass per record.
 
 ``write_batch`` can look at each record on its own (``encodable``, ``invalid_reason``,
-``keys``, ``row_values``): about 8 µs a record in Python, a third of what PostgreSQL
-spends storing it. Almost every batch is plain: every record valid, no lone surrogate,
+``keys``, ``row_values``): about 8 µs a record in Python, nearly half of what
+PostgreSQL spends storing it. Almost every batch is plain: every record valid, no lone surrogate,
 no key twice. ``plain_rows`` recognises such a batch from its columns (each test is one
 C-level pass over a whole column) and returns its COPY rows. Anything unusual anywhere
 in the batch returns ``None``: the batch then takes the per-record path, whose answers
