@@ -1,35 +1,53 @@
-"""Archive write throughput: the write-behind archiver beside raw COPY and bulk_create.
+"""Archive write throughput: the write-behind archiver beside raw psycopg COPY of the same rows.
 
-N realistic, distinct finished records (``--rows``, default 100k) are written into an
-emptied ``FinishedRequest`` table three ways:
+N realistic, distinct finished records (``--rows``, default 100k) are written into the
+emptied, migrated ``FinishedRequest`` table (its columns, indexes, constraints and the
+commit-order trigger and sequence of migration 0006), in batches of
+``ARCHIVE_BATCH_SIZE``, one transaction per batch, by each variant:
 
-- ``archiver``: ``ArchiveWriter(autostart=False)`` with the default batch size;
-  every record is ``submit()``-ed, then ``drain()`` writes the queue from this
-  thread. Timed: submit + drain. The submit loop alone is also reported per record:
-  it is what the request path pays.
-- ``raw COPY`` (the baseline): a plain psycopg 3 connection, ``COPY ... FROM STDIN``
-  of the same rows (``archive.rows.row_values``, built before the clock starts),
-  one COPY and one commit per batch of the same size.
-- ``bulk_create``: ``FinishedRequest.objects.bulk_create(batch_size=<batch>)`` of
-  model instances (built before the clock starts).
+- ``archiver``: ``ArchiveWriter(autostart=False)``; every record is ``submit()``-ed, then
+  ``drain()`` writes the queue from this thread. Timed: submit + drain (the drain alone
+  and the submit loop alone are printed too).
+- ``copy text`` (the anchor): a plain psycopg 3 connection; per batch ``COPY … FROM
+  STDIN`` with ``write_row`` of the ``archive.rows.row_values`` tuples (built before
+  the clock starts), then a commit.
+- ``copy binary``: the same rows, ``COPY … FROM STDIN (FORMAT BINARY)`` with
+  ``set_types`` (the table's column types, read from the catalog).
+- ``copy text -trigger``: ``copy text`` with the commit-order trigger disabled;
+  ``copy text -0006``: and with ``commit_seq``'s default (a ``nextval`` per row)
+  dropped too. Both are restored after the variant. They price migration 0006.
+- ``bulk_create`` (``--bulk-create``): ``FinishedRequest.objects.bulk_create``.
 
-Each variant starts from an empty table (TRUNCATE) and must leave exactly N rows.
-Rounds interleave the variants (rotating their order); the median and the best round
-are reported, each as rows/s and as a ratio to raw COPY.
+Untimed before each variant: ``TRUNCATE``, ``CHECKPOINT`` (so no variant inherits
+another's dirty buffers), ``gc.collect()``; autovacuum is off for the table (it would
+wake at a random moment of a later variant). A warm-up round is discarded. Rounds rotate
+the order of the variants. Each variant must leave exactly N rows.
+
+Per variant and round the script prints the wall time, the CPU time of this process
+(the client: Python, psycopg) and of the server backend that did the writing (from
+``/proc/<pid>/stat``, 10 ms resolution), and the 1-minute load average. Ratios are
+``copy text``'s time ÷ the variant's, per round (above 1: faster than the anchor); the
+median over rounds is reported, with the lowest and highest. The wall ratio is the
+goal's figure; the CPU ratio (client + server) is steadier on a shared machine.
 The script creates (and finally drops) its own database on the local PostgreSQL.
 
 Run from the repo root::
 
-    PYTHONPATH=. python bench/archive_write.py [--rows N --rounds R]
+    PYTHONPATH=. python bench/archive_write.py [--rows N --rounds R --bulk-create]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import gc
+import os
 import platform
 import random
+import shlex
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,8 +56,10 @@ import psycopg
 from pgdb import SERVER, create_database, drop_database
 
 DATABASE = "ferrox_bench_write"
+ANCHOR = "copy text"
+GOAL = 0.9  # archiver >= 0.9x copy text (issue 13)
 
-DESCRIPTION = "Archive write throughput: ArchiveWriter vs raw COPY vs bulk_create."
+DESCRIPTION = "Archive write throughput: ArchiveWriter vs raw psycopg COPY of the same rows."
 
 
 def make_records(n: int, seed: int = 1) -> list[Any]:
@@ -100,7 +120,9 @@ def make_records(n: int, seed: int = 1) -> list[Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first and discarded")
+    parser.add_argument("--bulk-create", action="store_true", help="also time bulk_create")
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
     args = parser.parse_args()
 
@@ -109,6 +131,34 @@ def main() -> None:
         run(args, url)
     finally:
         drop_database(args.server, DATABASE)
+
+
+def backend_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a PostgreSQL backend on this machine has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def spread(values: list[float]) -> str:
+    """Median, lowest and highest of some shares, as signed percentages."""
+    return f"{statistics.median(values):+.1%} ({min(values):+.1%} to {max(values):+.1%})"
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def run(args: argparse.Namespace, url: str) -> None:
@@ -130,14 +180,31 @@ def run(args: argparse.Namespace, url: str) -> None:
     # Inputs are built once, untimed: each variant is timed from what it is handed.
     rows = [row_values(Pending(i, r, instance)) for i, r in enumerate(records)]
     table = FinishedRequest._meta.db_table
-    copy_sql = f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN"
-    submit_ns: list[float] = []
+    columns = ", ".join(COLUMNS)
 
-    def truncate() -> None:
+    def sql(statement: str) -> Any:
         with connection.cursor() as cursor:
-            cursor.execute(f"TRUNCATE {table} RESTART IDENTITY")
+            cursor.execute(statement)
+            return cursor.fetchall() if cursor.description else None
 
-    def archiver() -> float:
+    types = dict(
+        sql(
+            "SELECT attname, atttypid::regtype::text FROM pg_attribute "
+            f"WHERE attrelid = '{table}'::regclass AND attnum > 0 AND NOT attisdropped"
+        )
+    )
+    copy_types = [types[c] for c in COLUMNS]
+    [(seq_default,)] = sql(
+        "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef JOIN pg_attribute "
+        "ON attrelid = adrelid AND attnum = adnum "
+        f"WHERE adrelid = '{table}'::regclass AND attname = 'commit_seq'"
+    )
+    # Autovacuum would wake on the filled table at a random moment of a later variant.
+    sql(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    submit_ns: list[float] = []
+    drain_s: list[float] = []
+
+    def archiver() -> tuple[float, int]:
         # The queue must hold the whole run: a drop would make the figure meaningless.
         writer = ArchiveWriter(
             instance=instance,
@@ -145,81 +212,166 @@ def run(args: argparse.Namespace, url: str) -> None:
             queue_max=max(n, conf.ARCHIVE_QUEUE_MAX),
             autostart=False,
         )
+        connection.ensure_connection()
+        pid = connection.connection.info.backend_pid
         submit = writer.submit
+        server0 = backend_cpu_s(pid)
         start = time.perf_counter()
         for i, record in enumerate(records):
             submit(i, record)
         submitted = time.perf_counter()
-        # The default deadline is the shutdown one (10 s): give the drain all it needs.
         # drain() retries a failing batch silently, so failed attempts are checked too.
         emptied = writer.drain(deadline_s=600)
         end = time.perf_counter()
+        server = backend_cpu_s(pid) - server0
         health = writer.health()
         assert emptied and health.persisted == n and not health.failed_attempts, health
         assert not health.dropped and not health.dead_lettered, health
+        assert not health.duplicates, health
         submit_ns.append((submitted - start) * 1e9 / n)
-        return end - start
+        drain_s.append(end - submitted)
+        return end - start, server
 
-    def raw_copy() -> float:
-        with psycopg.connect(url) as conn:
-            start = time.perf_counter()
-            for lo in range(0, n, batch):
-                with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
-                    for row in rows[lo : lo + batch]:
-                        copy.write_row(row)
-                conn.commit()
-            return time.perf_counter() - start
+    def raw_copy(binary: bool) -> Callable[[], tuple[float, float]]:
+        statement = f"COPY {table} ({columns}) FROM STDIN" + (" (FORMAT BINARY)" if binary else "")
 
-    def bulk_create() -> float:
+        def variant() -> tuple[float, float]:
+            with psycopg.connect(url) as conn:
+                pid = conn.info.backend_pid
+                server0 = backend_cpu_s(pid)
+                start = time.perf_counter()
+                for lo in range(0, n, batch):
+                    with conn.cursor() as cursor, cursor.copy(statement) as copy:
+                        if binary:
+                            copy.set_types(copy_types)
+                        for row in rows[lo : lo + batch]:
+                            copy.write_row(row)
+                    conn.commit()
+                return time.perf_counter() - start, backend_cpu_s(pid) - server0
+
+        return variant
+
+    def without(trigger: bool, default: bool) -> Callable[[], tuple[float, float]]:
+        copy_text = raw_copy(binary=False)
+
+        def variant() -> tuple[float, float]:
+            if trigger:
+                sql(f"ALTER TABLE {table} DISABLE TRIGGER ferrox_stats_commit_order")
+            if default:
+                sql(f"ALTER TABLE {table} ALTER COLUMN commit_seq DROP DEFAULT")
+            try:
+                return copy_text()
+            finally:
+                sql(f"ALTER TABLE {table} ENABLE TRIGGER ferrox_stats_commit_order")
+                sql(f"ALTER TABLE {table} ALTER COLUMN commit_seq SET DEFAULT {seq_default}")
+
+        return variant
+
+    def bulk_create() -> tuple[float, float]:
         # bulk_create sets pks on its instances, so every round gets fresh ones.
         objs = [FinishedRequest(**dict(zip(COLUMNS, row, strict=True))) for row in rows]
+        connection.ensure_connection()
+        pid = connection.connection.info.backend_pid
+        server0 = backend_cpu_s(pid)
         start = time.perf_counter()
         FinishedRequest.objects.bulk_create(objs, batch_size=batch)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, backend_cpu_s(pid) - server0
 
-    variants: dict[str, Callable[[], float]] = {
-        "raw COPY": raw_copy,
+    variants: dict[str, Callable[[], tuple[float, float]]] = {
+        ANCHOR: raw_copy(binary=False),
         "archiver": archiver,
-        "bulk_create": bulk_create,
+        "copy binary": raw_copy(binary=True),
+        "copy text -trigger": without(trigger=True, default=False),
+        "copy text -0006": without(trigger=True, default=True),
     }
-    pg_major = connection.pg_version // 10000  # type: ignore[attr-defined]
+    if args.bulk_create:
+        variants["bulk_create"] = bulk_create
+
+    pg_version = connection.pg_version  # type: ignore[attr-defined]
+    print(f"date {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}")
+    print(f"command: {shlex.join(['python', *sys.argv])}")
     print(
-        f"python {platform.python_version()}, psycopg {psycopg.__version__}, "
-        f"PostgreSQL {pg_major}, {n} rows, batch {batch}, "
-        f"{args.rounds} rounds, median round"
+        f"python {platform.python_version()}, psycopg {psycopg.__version__} "
+        f"({psycopg.pq.__impl__}), PostgreSQL {pg_version // 10000}.{pg_version % 100}, "
+        f"{os.cpu_count()} CPUs, load average {loadavg()}"
     )
-    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    print(
+        f"{n} rows, batch {batch}, {args.rounds} rounds (+{args.warmup} warm-up), "
+        "per round: wall s, client and server CPU us/row, 1-min load"
+    )
+    wall: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    client_us: dict[str, list[float]] = {name: [] for name in variants}
+    server_us: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
-    for r in range(args.rounds):
+    for r in range(args.warmup + args.rounds):
+        counted = r >= args.warmup
         # Rotate the order so no variant always follows the same neighbour.
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            truncate()
+            sql(f"TRUNCATE {table} RESTART IDENTITY")
+            sql("CHECKPOINT")
             gc.collect()
-            elapsed = variants[name]()
+            client0 = time.process_time()
+            elapsed, server = variants[name]()
+            client = time.process_time() - client0
             got = FinishedRequest.objects.count()
             assert got == n, f"{name}: table holds {got} rows, expected {n}"
-            seconds[name].append(elapsed)
-            print(f"  round {r + 1} {name:<12} {elapsed:7.2f} s  {n / elapsed:9.0f} rows/s")
+            label = f"round {r + 1 - args.warmup}" if counted else "warm-up"
+            print(
+                f"  {label:<8} {name:<19} {elapsed:6.2f} s {n / elapsed:8.0f} rows/s  "
+                f"client {client * 1e6 / n:5.2f}  server {server * 1e6 / n:5.2f}  "
+                f"load {os.getloadavg()[0]:.2f}"
+            )
+            if counted:
+                wall[name].append(elapsed)
+                cpu[name].append(client + server)
+                client_us[name].append(client * 1e6 / n)
+                server_us[name].append(server * 1e6 / n)
 
-    # Median and best round: other work on the machine only ever adds time, so when it
-    # is busy the best round is the steadier figure of the two.
-    median = {name: n / statistics.median(values) for name, values in seconds.items()}
-    best = {name: n / min(values) for name, values in seconds.items()}
-    print(f"{'variant':<12} {'median rows/s':>14} {'ratio':>7} {'best rows/s':>12} {'ratio':>7}")
-    for name in variants:
-        print(
-            f"{name:<12} {median[name]:14.0f} {median[name] / median['raw COPY']:6.2f}x "
-            f"{best[name]:12.0f} {best[name] / best['raw COPY']:6.2f}x"
-        )
-    for other, goal in (("raw COPY", "  (goal >= 0.80x)"), ("bulk_create", "")):
-        print(
-            f"archiver / {other:<11} median {median['archiver'] / median[other]:5.2f}x, "
-            f"best {best['archiver'] / best[other]:5.2f}x{goal}"
-        )
+    def ratios(values: dict[str, list[float]], name: str) -> list[float]:
+        return [a / v for a, v in zip(values[ANCHOR], values[name], strict=True)]
+
     print(
-        f"archiver submit() alone: median {statistics.median(submit_ns):.0f} ns/record, "
-        f"best {min(submit_ns):.0f} ns/record (request path, queue growing to {n})"
+        f"{'variant':<19} {'rows/s':>8} {'client':>7} {'server':>7}   "
+        f"{'wall ratio (min-max)':<22} {'CPU ratio (min-max)':<20}"
     )
+    for name in variants:
+        w, c = ratios(wall, name), ratios(cpu, name)
+        print(
+            f"{name:<19} {n / statistics.median(wall[name]):8.0f} "
+            f"{statistics.median(client_us[name]):7.2f} {statistics.median(server_us[name]):7.2f}"
+            f"   {statistics.median(w):5.2f}x ({min(w):.2f}-{max(w):.2f})"
+            f"     {statistics.median(c):5.2f}x ({min(c):.2f}-{max(c):.2f})"
+        )
+    print("(rows/s: median round; client, server: median CPU us/row; ratios: copy text's")
+    print(" time / the variant's, median of the per-round ratios)")
+    for anchor in ("copy text", "copy binary"):
+        w = [a / v for a, v in zip(wall[anchor], wall["archiver"], strict=True)]
+        c = [a / v for a, v in zip(cpu[anchor], cpu["archiver"], strict=True)]
+        goal = f"  goal >= {GOAL}x: {'met' if statistics.median(w) >= GOAL else 'NOT met'}"
+        print(
+            f"archiver vs {anchor:<11}: wall {statistics.median(w):.2f}x "
+            f"({min(w):.2f}-{max(w):.2f}), CPU {statistics.median(c):.2f}x"
+            + (goal if anchor == ANCHOR else "")
+        )
+    drained = [a / d for a, d in zip(wall[ANCHOR], drain_s[args.warmup :], strict=True)]
+    print(f"archiver drain() alone vs copy text: wall {statistics.median(drained):.2f}x")
+    for name, label in (
+        ("copy text -trigger", "the trigger"),
+        ("copy text -0006", "0006 (trigger + sequence)"),
+    ):
+        shares = [1 - v / a for a, v in zip(wall[ANCHOR], wall[name], strict=True)]
+        server = [1 - v / a for a, v in zip(server_us[ANCHOR], server_us[name], strict=True)]
+        print(
+            f"share of copy text's time that {label} costs: "
+            f"wall {spread(shares)}, server CPU {spread(server)}"
+        )
+    counted_submit = submit_ns[args.warmup :]
+    print(
+        f"archiver submit() alone: median {statistics.median(counted_submit):.0f} ns/record "
+        f"(request path, queue growing to {n})"
+    )
+    print(f"load average at the end {loadavg()}")
 
 
 if __name__ == "__main__":

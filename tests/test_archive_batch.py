@@ -1,13 +1,16 @@
 """Writing one batch (``ferrox_stats.archive.batch``), on SQLite and PostgreSQL, where
-each test runs twice: COPY under psycopg 3, and the bulk insert a psycopg2 host gets."""
+each test runs twice: COPY under psycopg 3, and the bulk insert a psycopg2 host gets;
+and twice again: with plain batches on their short path, and with every batch on the
+per-record path."""
 
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from ferrox_stats.archive import batch
-from ferrox_stats.archive.batch import write_batch
-from ferrox_stats.archive.rows import Pending
+from ferrox_stats.archive.batch import CHUNK, COPY_TYPES, write_batch
+from ferrox_stats.archive.rows import COLUMNS, Pending
 from ferrox_stats.core.requests import Record, entry
 from ferrox_stats.models import DeadLetter, FinishedRequest
 from tests.factories import archive, make_record
@@ -26,6 +29,13 @@ def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
             raise AssertionError("COPY under psycopg2")
 
         monkeypatch.setattr(batch, "_copy_insert", no_copy)
+    return str(request.param)
+
+
+@pytest.fixture(autouse=True, params=["plain", "each"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "each":
+        monkeypatch.setattr(batch, "_insert_plain", lambda items, using: None)
     return str(request.param)
 
 
@@ -148,3 +158,64 @@ def test_a_lone_surrogate_from_the_request_path_is_archived_replaced() -> None:
     result = write_batch([Pending(1, make_record(model="m\ud800", client="c\udfff"), "inst")])
     assert (result.inserted, result.dead) == (1, [])
     assert FinishedRequest.objects.values_list("model", "client").get() == ("m\ufffd", "c\ufffd")
+
+
+def test_a_large_batch_with_a_bad_record_in_its_last_chunk_loses_nothing() -> None:
+    records = [make_record() for _ in range(2 * CHUNK + 10)]
+    records[-3] = records[-3]._replace(client="a\x00b")
+    result = archive(records)
+    assert (result.inserted, len(result.dead)) == (len(records) - 1, 1)
+    assert result.outcomes[-3] == "dead"
+    assert FinishedRequest.objects.count() == len(records) - 1
+
+
+def test_a_duplicate_in_a_later_chunk_is_stored_once() -> None:
+    records = [make_record() for _ in range(CHUNK + 5)]
+    records[-1] = records[1]
+    result = archive(records)
+    assert (result.inserted, result.duplicates) == (CHUNK + 4, 1)
+    assert result.outcomes[-1] == "duplicate"
+    assert FinishedRequest.objects.count() == CHUNK + 4
+
+
+def test_a_large_replayed_batch_stores_only_what_is_new() -> None:
+    records = [make_record() for _ in range(CHUNK + 20)]
+    archive(records[::2])
+    result = archive(records)
+    assert result.outcomes == ["duplicate", "inserted"] * (len(records) // 2)
+    assert FinishedRequest.objects.count() == len(records)
+
+
+def test_text_that_is_not_ascii_round_trips() -> None:
+    record = make_record(model="modèle-ü", error="délai dépassé", client="客户端")
+    assert write_batch([Pending(3, record, "inst-é")]).inserted == 1
+    assert archived_entries() == [entry(record, 3)]
+
+
+def test_the_binary_copy_types_are_the_tables() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's catalog")
+    pytest.importorskip("psycopg")
+    table = FinishedRequest._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname, atttypid FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+            [table],
+        )
+        oids = dict(cursor.fetchall())
+        registry = cursor.connection.adapters.types
+        assert [registry[name].oid for name in COPY_TYPES] == [oids[c] for c in COLUMNS]
+
+
+def test_a_plausible_batch_takes_the_short_path(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if path == "each":
+        pytest.skip("the per-record path is what this run forces")
+
+    def unreachable(*args: object) -> None:
+        raise AssertionError("a plausible batch went the long way")
+
+    monkeypatch.setattr(batch, "_write_each", unreachable)
+    records = [make_record(status=503, aborted="timeout") for _ in range(CHUNK + 1)]
+    assert archive(records).inserted == CHUNK + 1
+    assert [e["request_id"] for e in archived_entries()] == [r.request_id for r in records]

@@ -157,6 +157,23 @@ def test_the_background_thread_writes_a_full_batch_without_being_asked() -> None
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_background_thread_wakes_for_each_batch_that_fills_again() -> None:
+    # It is woken as the queue reaches a batch (not on every submit beyond that): the
+    # queue fills past a batch, empties, and fills to a batch again.
+    writer = ArchiveWriter(instance="inst", batch_size=5, interval_s=3600)
+    try:
+        for seq in range(12):
+            writer.submit(seq, make_record())
+        assert writer.wait_until_drained(timeout_s=30)
+        for seq in range(12, 17):
+            writer.submit(seq, make_record())
+        assert writer.wait_until_drained(timeout_s=30)
+        assert FinishedRequest.objects.count() == 17
+    finally:
+        writer.close(deadline_s=30)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_the_recorder_hands_every_tracked_request_to_the_archive(
     clock: FakeClock, settings: Any
 ) -> None:

@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice, repeat
 
 from django.db import connections
 
@@ -87,7 +88,7 @@ class ArchiveWriter:
         self._monotonic = monotonic
         # Tests drive flush_once()/drain() themselves with autostart=False.
         self.autostart = autostart
-        self._queue: deque[Pending] = deque()
+        self._queue = _Queue()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._written = threading.Condition(self._lock)
@@ -118,8 +119,11 @@ class ArchiveWriter:
             if len(self._queue) >= self.queue_max:
                 self._dropped[QUEUE_FULL] = self._dropped.get(QUEUE_FULL, 0) + 1
                 return False
-            self._queue.append(Pending(seq, record, instance or self.instance))
-            if len(self._queue) >= self.batch_size:
+            self._queue.append(seq, record, instance or self.instance)
+            # The writer waits only while fewer than a batch are queued (checked under
+            # this lock), so waking it as the queue reaches a batch is enough; a
+            # notify() on every submit of a long queue cost ~0.5 µs each.
+            if len(self._queue) == self.batch_size:
                 self._wake.notify()
         if self._thread is None and self.autostart:
             self.start()
@@ -151,7 +155,7 @@ class ArchiveWriter:
         """
         with self._write_lock:
             with self._lock:
-                batch = [self._queue[i] for i in range(min(self.batch_size, len(self._queue)))]
+                batch = self._queue.head(self.batch_size)
             if not batch:
                 return 0
             try:
@@ -168,8 +172,7 @@ class ArchiveWriter:
                 raise
             with self._lock:
                 # Only this writer removes from the head, so these are the batch's items.
-                for _ in batch:
-                    self._queue.popleft()
+                self._queue.drop_head(len(batch))
                 self._persisted += result.inserted + result.duplicates
                 self._duplicates += result.duplicates
                 self._dead_lettered += len(result.dead)
@@ -315,6 +318,53 @@ class ArchiveWriter:
         """Whether the background thread is alive."""
         thread = self._thread
         return thread is not None and thread.is_alive()
+
+
+class _Queue:
+    """The records waiting to be written, oldest first, as three parallel deques.
+
+    Not a deque of ``Pending``: a tuple per record would be one more object for the
+    garbage collector on every submit, and every full collection walks all of them. A
+    backlog of 100 000 records cost a submit about 1 µs more that way.
+    """
+
+    __slots__ = ("_instances", "_records", "_seqs")
+
+    def __init__(self) -> None:
+        self._seqs: deque[int | None] = deque()
+        self._records: deque[Record] = deque()
+        self._instances: deque[str | None] = deque()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def append(self, seq: int | None, record: Record, instance: str | None) -> None:
+        self._seqs.append(seq)
+        self._records.append(record)
+        self._instances.append(instance)
+
+    def head(self, n: int) -> list[Pending]:
+        """The oldest ``n`` (or fewer) records, left in the queue."""
+        # tuple.__new__ in C, not Pending's own __new__ in Python: 0.2 µs a record less.
+        fields = zip(
+            islice(self._seqs, n),
+            islice(self._records, n),
+            islice(self._instances, n),
+            repeat(False),  # ingested: the server's own records
+            strict=False,
+        )
+        return list(map(tuple.__new__, repeat(Pending), fields))
+
+    def drop_head(self, n: int) -> None:
+        for _ in range(n):
+            self._seqs.popleft()
+            self._records.popleft()
+            self._instances.popleft()
+
+    def clear(self) -> None:
+        self._seqs.clear()
+        self._records.clear()
+        self._instances.clear()
 
 
 def from_settings(instance: str | None = None) -> ArchiveWriter:
