@@ -15,6 +15,10 @@ child builds its own recorder, hence its own thread). Each tick, off the request
    per-label cells, with three latency distributions (``fleet_rows.pack``);
 4. now and then, a bounded delete of rows of instances gone for ``INSTANCE_KEEP_S``.
 
+A recorder without an archive (``ARCHIVE_SINK = None``) heartbeats host-only
+(``using=None``): steps 1 and 2, no database. Its host file stays fresh for ``/metrics``
+and its breakdown is folded here rather than on its request path.
+
 A tick that fails is counted (``failures``, ``host_failures``), logged once per outage,
 and simply retried at the next tick: a heartbeat is a whole state, so nothing queues.
 The thread keeps its database connection between ticks (one per process, like a
@@ -112,7 +116,7 @@ class Heartbeat:
         recorder: Recorder,
         *,
         interval_s: float,
-        using: str = "default",
+        using: str | None = "default",
         keep_s: float = 86400.0,
         document: Callable[..., dict[str, Any]] | None = None,
     ) -> None:
@@ -145,7 +149,8 @@ class Heartbeat:
 
     def publish_once(self, *, stopped: bool = False) -> bool:
         """One heartbeat: the document, the host file, the row; return whether the row
-        was written. Never raises: failures are counted and logged once per outage."""
+        was written (host-only: True). Never raises: failures are counted and logged
+        once per outage."""
         with self._publish_lock:
             try:
                 doc = self.document(stopped=stopped)
@@ -153,6 +158,8 @@ class Heartbeat:
                 self._failed("the state document could not be built")
                 return False
             self._publish_to_host(doc)
+            if self.using is None:
+                return True  # host-only: this process writes no row
             try:
                 self._upsert(doc)
                 self._prune(doc["at_ms"])
@@ -180,6 +187,7 @@ class Heartbeat:
     def _upsert(self, doc: dict[str, Any]) -> None:
         from .models import Instance
 
+        assert self.using is not None
         # One statement: INSERT … ON CONFLICT (instance) DO UPDATE (update_or_create
         # would be a SELECT and then an UPDATE or INSERT, racing nobody but costing two).
         Instance.objects.using(self.using).bulk_create(
@@ -198,6 +206,7 @@ class Heartbeat:
             return
         from .models import Instance
 
+        assert self.using is not None
         rows = Instance.objects.using(self.using)
         cutoff = at_ms_to_datetime(now_ms) - timedelta(seconds=self.keep_s)
         old = list(
@@ -283,6 +292,8 @@ class Heartbeat:
             self._publish_to_host(doc)
 
     def _close_connection(self) -> None:
+        if self.using is None:
+            return
         connection = connections[self.using]
         if connection.connection is not None and not connection.in_atomic_block:
             connection.close()

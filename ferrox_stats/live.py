@@ -287,7 +287,7 @@ def _build(clock: Clock | None) -> Recorder:
             describe(errors),
         )
         recorder = Recorder(replica=replica, clock=clock)
-        _start_heartbeat(recorder)  # none without a sink: forgets a previous one
+        _start_heartbeat(recorder, enabled=False)  # forgets a previous one
         return recorder
     instance = new_instance_id(replica)
     sink: RecordSink | None = None
@@ -325,28 +325,31 @@ def _build(clock: Clock | None) -> Recorder:
     return recorder
 
 
-def _start_heartbeat(recorder: Recorder) -> None:
+def _start_heartbeat(recorder: Recorder, *, enabled: bool = True) -> None:
     """Start the recorder's heartbeat thread (``heartbeat.py``), if it has one.
 
-    Only a recorder with an archive sink heartbeats: the heartbeat is written to the
-    archive's database, and ``ARCHIVE_SINK = None`` says this process keeps everything
-    in memory. ``HEARTBEAT_S = None`` turns it off too. The thread starts here, with
-    the recorder (lazily, so after any fork); its ticks never run on a request thread.
+    A recorder with an archive sink heartbeats to the archive's database; one without
+    (``ARCHIVE_SINK = None``: this process keeps everything in memory) heartbeats
+    host-only: its state file for ``/metrics``, no row, and the fold of its breakdown
+    off the request path. ``HEARTBEAT_S = None`` turns it off, and so do settings the
+    checks refuse (``enabled=False``). The thread starts here,
+    with the recorder (lazily, so after any fork); its ticks never run on a request
+    thread.
     """
     global _heartbeat, _exit_hooked
     from .conf import conf
 
     _heartbeat = None
     try:
-        interval = conf.HEARTBEAT_S
-        if recorder.sink is None or interval is None:
+        interval = conf.HEARTBEAT_S if enabled else None
+        if interval is None:
             return
         from .heartbeat import Heartbeat
 
         _heartbeat = Heartbeat(
             recorder,
             interval_s=interval,
-            using=conf.ARCHIVE_DATABASE,
+            using=None if recorder.sink is None else conf.ARCHIVE_DATABASE,
             keep_s=conf.INSTANCE_KEEP_S,
         )
         _heartbeat.start()

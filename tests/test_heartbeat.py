@@ -3,6 +3,7 @@ thread ``live`` starts with an archiving recorder."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -290,9 +291,11 @@ def archiving(settings: Any, documents: Documents) -> Iterator[Documents]:
 
 
 @pytest.mark.parametrize(
-    "overrides", [{"HEARTBEAT_S": None}, {"ARCHIVE_SINK": None}], ids=["disabled", "no-archive"]
+    "overrides",
+    [{"HEARTBEAT_S": None}, {"ARCHIVE_SINK": None, "HEARTBEAT_S": None}, {"RING_CAPACITY": 0}],
+    ids=["disabled", "no-archive-disabled", "settings-refused"],
 )
-def test_no_heartbeat_without_an_archive_or_with_heartbeat_s_none(
+def test_no_heartbeat_with_heartbeat_s_none_or_settings_refused(
     settings: Any, overrides: dict[str, Any]
 ) -> None:
     settings.FERROX_STATS = {**ARCHIVING, **overrides}
@@ -302,6 +305,38 @@ def test_no_heartbeat_without_an_archive_or_with_heartbeat_s_none(
         assert not [t for t in threading.enumerate() if t.name == "ferrox-stats-heartbeat"]
     finally:
         live.shutdown(flush=False)
+
+
+def test_without_an_archive_the_heartbeat_writes_the_host_file_and_no_row(
+    settings: Any, tmp_path: Path, clock: FakeClock
+) -> None:
+    # ARCHIVE_SINK = None: no database, but /metrics still needs this worker's file, and
+    # its breakdown is folded here, not on its request path.
+    where = tmp_path / "metrics"
+    settings.FERROX_STATS = {
+        **ARCHIVING,
+        "ARCHIVE_SINK": None,
+        "METRICS_DIR": str(where),
+    }
+    host_state.reset()
+    try:
+        recorder = live.reset(clock)
+        publisher = live.current_heartbeat()
+        assert publisher is not None and publisher.running and publisher.using is None
+        recorder.ingested(Record(model="m", route="/x", duration_ms=1500.0))
+        # No django_db mark: pytest-django fails any query this tick would make.
+        assert publisher.publish_once() and publisher.beats == 0
+        [name] = [p.name for p in where.iterdir() if not p.name.startswith(".")]
+        written = json.loads((where / name).read_text())
+        assert written["instance"] == recorder.instance and written["stopped"] is False
+        assert [cell["requests"] for cell in written["breakdown"]] == [1]
+        assert not recorder.breakdown._queue  # folded by the heartbeat, not by a request
+        live.shutdown(flush=False)
+        assert not publisher.running
+        assert json.loads((where / name).read_text())["stopped"] is True
+    finally:
+        live.shutdown(flush=False)
+        host_state.reset()
 
 
 @pytest.mark.django_db(transaction=True)
