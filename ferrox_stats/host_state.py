@@ -262,6 +262,8 @@ def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
             return False
         if doc.get("resolution") != OCTAVE:
             doc = by_octave(doc)
+        elif doc.get("version") == octave.VERSION and type(doc["breakdown"]) is list:
+            doc = {**doc, "breakdown": octave.columns(doc["breakdown"])}
         # A tree of our own making: no need to look for cycles (a tenth of the encoding).
         payload = json.dumps(
             doc, separators=(",", ":"), allow_nan=False, check_circular=False
@@ -355,7 +357,12 @@ def _check(doc: Any) -> dict[str, Any]:
         for k in ("active", "completed", "prompt_tokens_total", "completion_tokens_total")
     ):
         raise ValueError("serving is not a set of counts")
-    if not isinstance(doc.get("breakdown"), list) or not isinstance(doc.get("rates"), dict):
+    # A list of cells; of this version, in a file, its columns (``octave.columns``).
+    breakdown = doc.get("breakdown")
+    if not (
+        isinstance(breakdown, list)
+        or (isinstance(breakdown, dict) and doc["version"] == octave.VERSION)
+    ) or not isinstance(doc.get("rates"), dict):
         raise ValueError("no breakdown or rates")
     archive = doc.get("archive")
     if archive is not None and not (isinstance(archive, dict) and _int(archive.get("pending"))):
