@@ -505,7 +505,8 @@ def _retire(
     retired.json would start the host's retired counters over. Readers of this release
     convert it once per change (``_read_retired``).
     """
-    merged = merge_states(parts)
+    # Without their latency: retired.json does not carry it (nor would one of version 1).
+    merged = merge_states({**part, "latency": None} for part in parts)
     cells = merged["breakdown"]
     if merged["version"] != octave.VERSION:
         cells = octave.from_keyed(cells)
@@ -634,10 +635,10 @@ def _freshest(docs: Iterable[Mapping[str, Any]], name: str, now_ms: int) -> floa
 
 
 def _merged(docs: list[dict[str, Any]], parts: list[Part]) -> tuple[dict[str, Any], Merged]:
-    # The counters of every document; the breakdowns, checked already, by column.
-    state = merge_states({**doc, "breakdown": []} for doc in docs)
+    # The counters of every document; the breakdowns, checked already, by column. The
+    # full-resolution latency is the fleet's, not the exposition's: not merged here.
+    state = merge_states({**doc, "breakdown": [], "latency": None} for doc in docs)
     del state["breakdown"]
-    state.pop("latency", None)
     return state, octave.merged(parts)
 
 
