@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.metadata
+import json
 import os
 import platform
 import random
@@ -178,6 +179,9 @@ def main() -> None:
             host_state.publish(doc)
         cells = len(own["breakdown"])
         sizes = [os.path.getsize(os.path.join(where, n)) for n in os.listdir(where)]
+        with open(os.path.join(where, os.listdir(where)[0]), "rb") as handle:
+            written = json.load(handle)["breakdown"]
+        form = "breakdown by column" if isinstance(written, dict) else "breakdown as cells"
         totals = host_state.host_totals(own)
         body = metrics.exposition(totals)
         series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
@@ -223,7 +227,7 @@ def main() -> None:
     )
     print(
         f"state files: {len(sizes)} of {statistics.mean(sizes) / 1024:.0f} KiB on average "
-        "(breakdown by column); "
+        f"({form}); "
         f"scrape: {len(body) / 1024:.0f} KiB, {series} samples (otel); "
         f"{len(both) / 1024:.0f} KiB with vllm"
     )
