@@ -13,10 +13,12 @@ default one is under the system's temp dir: a reboot) resets the host's counters
 
 The files keep each distribution at power-of-two resolution: every ``le`` of the
 exposition is a power of two, where that is still exact. A version 2 document
-(``state.STATE_VERSION``) comes that way from ``process_state`` and is written as it is
-(an older one is gathered first, ``by_octave``); a scrape checks and sums the files by
-column, in C-level passes (``octave.checked``, ``octave.merged``); one of version 1 (a
-worker of the previous release, during a rolling upgrade) is read into that form first.
+(``state.STATE_VERSION``) comes that way from ``process_state`` and is written with its
+breakdown by column (``octave.columns``: one list per field, no key name repeated per
+cell, a few ``zip``s; an older document is gathered first, ``by_octave``); a scrape
+checks and sums the files by column, in C-level passes (``octave.of_columns``,
+``octave.merged``); one of version 1 (a worker of the previous release, during a rolling
+upgrade) is read into that form first, and so is a version 2 file of cells.
 ``retired.json`` stays in version 1's form, which both releases read (see ``_retire``).
 The fleet's percentiles come from the heartbeat rows, at full resolution, not from these
 files.
@@ -240,9 +242,9 @@ def by_octave(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
     """Write this process's state document where the host's scrapes read it, as JSON
-    (at power-of-two resolution, as ``process_state`` makes it; an older document is
-    gathered by ``by_octave`` first); whether it was written. Never raises: a failure is
-    logged once and counted (``failures``).
+    (at power-of-two resolution, as ``process_state`` makes it, its breakdown by column,
+    ``octave.columns``; an older document is gathered by ``by_octave`` first); whether
+    it was written. Never raises: a failure is logged once and counted (``failures``).
 
     One write at a time per process, and never an older document over a newer one (a
     counter must not step back). ``wait=False`` (a request thread) skips the write when
