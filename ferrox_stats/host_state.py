@@ -13,10 +13,12 @@ default one is under the system's temp dir: a reboot) resets the host's counters
 
 The files keep each distribution at power-of-two resolution: every ``le`` of the
 exposition is a power of two, where that is still exact. A version 2 document
-(``state.STATE_VERSION``) comes that way from ``process_state`` and is written as it is
-(an older one is gathered first, ``by_octave``); a scrape checks and sums the files by
-column, in C-level passes (``octave.checked``, ``octave.merged``); one of version 1 (a
-worker of the previous release, during a rolling upgrade) is read into that form first.
+(``state.STATE_VERSION``) comes that way from ``process_state`` and is written with its
+breakdown by column (``octave.columns``: one list per field, no key name repeated per
+cell, a few ``zip``s; an older document is gathered first, ``by_octave``); a scrape
+checks and sums the files by column, in C-level passes (``octave.of_columns``,
+``octave.merged``); one of version 1 (a worker of the previous release, during a rolling
+upgrade) is read into that form first, and so is a version 2 file of cells.
 ``retired.json`` stays in version 1's form, which both releases read (see ``_retire``).
 The fleet's percentiles come from the heartbeat rows, at full resolution, not from these
 files.
@@ -240,9 +242,9 @@ def by_octave(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
     """Write this process's state document where the host's scrapes read it, as JSON
-    (at power-of-two resolution, as ``process_state`` makes it; an older document is
-    gathered by ``by_octave`` first); whether it was written. Never raises: a failure is
-    logged once and counted (``failures``).
+    (at power-of-two resolution, as ``process_state`` makes it, its breakdown by column,
+    ``octave.columns``; an older document is gathered by ``by_octave`` first); whether
+    it was written. Never raises: a failure is logged once and counted (``failures``).
 
     One write at a time per process, and never an older document over a newer one (a
     counter must not step back). ``wait=False`` (a request thread) skips the write when
@@ -262,6 +264,8 @@ def publish(doc: Mapping[str, Any], *, wait: bool = True) -> bool:
             return False
         if doc.get("resolution") != OCTAVE:
             doc = by_octave(doc)
+        elif doc.get("version") == octave.VERSION and type(doc["breakdown"]) is list:
+            doc = {**doc, "breakdown": octave.columns(doc["breakdown"])}
         # A tree of our own making: no need to look for cycles (a tenth of the encoding).
         payload = json.dumps(
             doc, separators=(",", ":"), allow_nan=False, check_circular=False
@@ -355,7 +359,12 @@ def _check(doc: Any) -> dict[str, Any]:
         for k in ("active", "completed", "prompt_tokens_total", "completion_tokens_total")
     ):
         raise ValueError("serving is not a set of counts")
-    if not isinstance(doc.get("breakdown"), list) or not isinstance(doc.get("rates"), dict):
+    # A list of cells; of this version, in a file, its columns (``octave.columns``).
+    breakdown = doc.get("breakdown")
+    if not (
+        isinstance(breakdown, list)
+        or (isinstance(breakdown, dict) and doc["version"] == octave.VERSION)
+    ) or not isinstance(doc.get("rates"), dict):
         raise ValueError("no breakdown or rates")
     archive = doc.get("archive")
     if archive is not None and not (isinstance(archive, dict) and _int(archive.get("pending"))):
@@ -498,7 +507,8 @@ def _retire(
     retired.json would start the host's retired counters over. Readers of this release
     convert it once per change (``_read_retired``).
     """
-    merged = merge_states(parts)
+    # Without their latency: retired.json does not carry it (nor would one of version 1).
+    merged = merge_states({**part, "latency": None} for part in parts)
     cells = merged["breakdown"]
     if merged["version"] != octave.VERSION:
         cells = octave.from_keyed(cells)
@@ -627,10 +637,10 @@ def _freshest(docs: Iterable[Mapping[str, Any]], name: str, now_ms: int) -> floa
 
 
 def _merged(docs: list[dict[str, Any]], parts: list[Part]) -> tuple[dict[str, Any], Merged]:
-    # The counters of every document; the breakdowns, checked already, by column.
-    state = merge_states({**doc, "breakdown": []} for doc in docs)
+    # The counters of every document; the breakdowns, checked already, by column. The
+    # full-resolution latency is the fleet's, not the exposition's: not merged here.
+    state = merge_states({**doc, "breakdown": [], "latency": None} for doc in docs)
     del state["breakdown"]
-    state.pop("latency", None)
     return state, octave.merged(parts)
 
 

@@ -19,6 +19,10 @@ of the document, never a Python step per bucket:
 
 - ``checked(breakdown)``: a ``Part`` (the cells by column), or ``ValueError`` for
   anything a producer could not have written (types, negative counts, an unbounded span);
+- ``columns(breakdown)``: the breakdown as the host files carry it, by column (one list
+  per field instead of one object per cell: no key name repeated per cell, a tenth of
+  the objects to decode), and ``of_columns`` reads that back into a ``Part``, checked
+  exactly as ``checked`` checks cells;
 - ``merged(parts)``: a ``Merged``: the cells summed key by key, each distribution as its
   cumulative counts at every power of two of its frame (the part of its ``FRAMES``
   entry its values reach), the count last: what the exposition writes, bound by bound.
@@ -31,7 +35,7 @@ state document's), ``cells`` turns a part into ``Cell`` objects.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial, reduce
 from itertools import accumulate, chain, compress, repeat
 from operator import add, itemgetter, mul, sub
@@ -41,6 +45,8 @@ from .core.breakdown import DISTRIBUTIONS, OUTCOMES, Cell, CellKey
 from .core.distribution import MAX_COUNT, MAX_INDEX, MIN_INDEX, SUB_BUCKETS, Distribution
 
 __all__ = [
+    "COLUMNS",
+    "FIELDS",
     "FRAMES",
     "MAX_OCTAVE",
     "MIN_OCTAVE",
@@ -52,9 +58,11 @@ __all__ = [
     "Part",
     "cells",
     "checked",
+    "columns",
     "from_keyed",
     "keyed",
     "merged",
+    "of_columns",
     "of_document",
     "summed",
 ]
@@ -101,9 +109,11 @@ FRAMES: dict[str, Frame] = {
     "output": TOKENS,
 }
 
-_CELL = itemgetter("model", "route", "outcome", "requests", "input_tokens", "output_tokens")
+COLUMNS = ("model", "route", "outcome", "requests", "input_tokens", "output_tokens")
+FIELDS = ("zeros", "sum", "offset", "counts")
+_CELL = itemgetter(*COLUMNS)
 _DISTRIBUTIONS = itemgetter(*DISTRIBUTIONS)
-_DISTRIBUTION = itemgetter("zeros", "sum", "offset", "counts")
+_DISTRIBUTION = itemgetter(*FIELDS)
 _OUTCOMES = frozenset(OUTCOMES)
 _EMPTY: list[int] = []
 _SHARED = {"input": ("input", "output"), "output": ("input", "output")}
@@ -216,6 +226,81 @@ def checked(breakdown: Any, *, trusted: bool = False) -> Part:
         by_name(offsets),
         by_name(counts),
     )
+
+
+def columns(breakdown: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``breakdown`` (octave-form cells, ``process_state``'s) by column, as the host
+    files carry it: ``{"model": [...], "route": [...], "outcome": [...], "requests":
+    [...], "input_tokens": [...], "output_tokens": [...], "duration": {"zeros": [...],
+    "sum": [...], "offset": [...], "counts": [[...], ...]}, ...}``, each list holding
+    cell ``i``'s value at ``i`` (tuples: JSON writes them as lists). Transposed in C
+    (``zip``), a few passes over the cells whatever their buckets."""
+    if not breakdown:
+        return {
+            **{name: [] for name in COLUMNS},
+            **{name: {field: [] for field in FIELDS} for name in DISTRIBUTIONS},
+        }
+    result: dict[str, Any] = dict(
+        zip(COLUMNS, zip(*map(_CELL, breakdown), strict=True), strict=True)
+    )
+    for name, distributions in zip(
+        DISTRIBUTIONS, zip(*map(_DISTRIBUTIONS, breakdown), strict=True), strict=True
+    ):
+        result[name] = dict(
+            zip(FIELDS, zip(*map(_DISTRIBUTION, distributions), strict=True), strict=True)
+        )
+    return result
+
+
+def of_columns(columns: Any) -> Part:
+    """A breakdown by column (``columns``' form, read from a file) as a ``Part``;
+    ``ValueError`` for anything ``columns`` could not have written: every check of
+    ``checked``, and every column a list, all of one length. Keys beyond these are
+    ignored (a later version's additions)."""
+    if type(columns) is not dict:
+        raise _fail("the columns are not an object")
+    try:
+        labels: list[Any] = list(map(columns.__getitem__, COLUMNS))
+        distributions = list(map(columns.__getitem__, DISTRIBUTIONS))
+        if set(map(type, distributions)) != {dict}:
+            raise _fail("a distribution's columns are not an object")
+        fields: list[list[Any]] = [list(map(d.__getitem__, FIELDS)) for d in distributions]
+    except KeyError as exc:
+        raise _fail(f"no column {exc}") from None
+    every = labels + list(chain.from_iterable(fields))
+    if set(map(type, every)) != {list}:
+        raise _fail("a column is not a list")
+    n = len(labels[0])
+    if set(map(len, every)) != {n}:
+        raise _fail("columns of different lengths")
+    if not n:
+        return Part.empty()
+    models, routes, outcomes, requests, inputs, outputs = labels
+    keys: list[CellKey] = list(zip(models, routes, outcomes, strict=True))
+    zeros, sums, offsets, counts = (
+        {name: field[i] for name, field in zip(DISTRIBUTIONS, fields, strict=True)}
+        for i in range(len(FIELDS))
+    )
+
+    def column(by_name: dict[str, list[Any]]) -> list[Any]:
+        # Every distribution's, one after another (aligned across the four).
+        return list(chain.from_iterable(by_name.values()))
+
+    _check(
+        keys,
+        outcomes,
+        requests,
+        inputs,
+        outputs,
+        column(zeros),
+        column(sums),
+        column(offsets),
+        column(counts),
+    )
+    for name, values in sums.items():
+        if set(map(type, values)) != {float}:
+            sums[name] = list(map(float, values))
+    return Part(keys, requests, inputs, outputs, zeros, sums, offsets, counts)
 
 
 def _check(
@@ -356,32 +441,37 @@ def _framed(zeros: int, offset: int, counts: list[int], frame: Frame) -> list[in
 _ZEROS = [[0] * n for n in range(max(frame.width for frame in FRAMES.values()) + 1)]
 
 
-def _slots(part: Part, name: str, frame: Frame) -> Iterator[int]:
+def _slots(part: Part, name: str, frame: Frame) -> list[int]:
     """Every cell's distribution ``name`` per slot of ``frame`` (not cumulative), one
     cell after another: ``len(part.keys) * frame.width`` counts."""
     zeros, offsets, counts = part.zeros[name], part.offsets[name], part.counts[name]
     # The usual distribution lies within the frame: its zeros, 0 up to its first
-    # octave, its counts, 0 up to the frame's top and for the slot above it, each a
-    # list chained in C.
+    # octave, its counts, 0 up to the frame's top and for the slot above it, each
+    # copied in as a list (a memcpy, where chaining them cost a step per count).
     lengths = list(map(len, counts))
     # (An empty one, whatever its offset, is its zeros and width - 1 zeros.)
     before = list(map(mul, map(sub, offsets, repeat(frame.low + 1)), map(bool, lengths)))
     after = list(map(sub, repeat(frame.width - 1), map(add, before, lengths)))
+    slots: list[int] = []
+    append, extend = slots.append, slots.extend
     if min(before) >= 0 and min(after) >= 1:
-        pieces = zip(
-            zip(zeros),
-            map(_ZEROS.__getitem__, before),
-            counts,
-            map(_ZEROS.__getitem__, after),
-            strict=True,
-        )
-        return chain.from_iterable(chain.from_iterable(pieces))
-    # Values beyond the frame.
-    cells: list[Iterable[int]] = [
-        chain((z,), _ZEROS[b], c, _ZEROS[a]) if b >= 0 and a >= 1 else _framed(z, o, c, frame)
-        for z, o, c, b, a in zip(zeros, offsets, counts, before, after, strict=True)
-    ]
-    return chain.from_iterable(cells)
+        for z, c, b, a in zip(zeros, counts, before, after, strict=True):
+            append(z)
+            extend(_ZEROS[b])
+            extend(c)
+            extend(_ZEROS[a])
+        return slots
+    # Values beyond the frame (a duration past 2^7 s is not rare): those cells framed
+    # one by one.
+    for z, o, c, b, a in zip(zeros, offsets, counts, before, after, strict=True):
+        if b >= 0 and a >= 1:
+            append(z)
+            extend(_ZEROS[b])
+            extend(c)
+            extend(_ZEROS[a])
+        else:
+            extend(_framed(z, o, c, frame))
+    return slots
 
 
 def _frame(parts: list[Part], names: tuple[str, ...]) -> Frame:
@@ -595,8 +685,12 @@ def cells(part: Part) -> dict[CellKey, Cell]:
 
 
 def of_document(doc: Mapping[str, Any], *, trusted: bool = False) -> Part:
-    """The breakdown of a state document of version 1 or ``VERSION``, checked (a
-    version 1 breakdown is read into the octave form first)."""
+    """The breakdown of a state document of version 1 or ``VERSION``, checked: cells
+    (``process_state``'s) or columns (a host file's, ``columns``), a version 1
+    breakdown read into the octave form first."""
     if doc.get("version") == VERSION:
-        return checked(doc["breakdown"], trusted=trusted)
+        breakdown = doc["breakdown"]
+        if type(breakdown) is dict:
+            return of_columns(breakdown)
+        return checked(breakdown, trusted=trusted)
     return checked(from_keyed(doc["breakdown"]), trusted=True)

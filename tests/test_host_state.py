@@ -129,8 +129,15 @@ def test_publish_writes_a_process_state_document_as_it_is(
     recorder.ingested(Record(model="m", route="/x", duration_ms=1500.0))
     doc = process_state(recorder)
     assert publish(doc)
-    # Version 2: already at power-of-two resolution, so written with nothing gathered.
-    assert json.loads((metrics_dir / file_name("r/1/abc")).read_text()) == doc
+    # Version 2: already at power-of-two resolution, so written with nothing gathered,
+    # its breakdown by column (one list per field, cell i's value at i).
+    written = json.loads((metrics_dir / file_name("r/1/abc")).read_text())
+    assert {**written, "breakdown": None} == {**doc, "breakdown": None}
+    [cell] = doc["breakdown"]
+    assert written["breakdown"] == {
+        **{column: [cell[column]] for column in octave.COLUMNS},
+        **{name: {field: [cell[name][field]] for field in octave.FIELDS} for name in DISTRIBUTIONS},
+    }
     cells = host_totals().cells
     [key] = cells.keys
     assert (cells.count_at_most("duration", key, 0), cells.count_at_most("duration", key, 1)) == (
@@ -528,6 +535,187 @@ def test_an_octave_breakdown_not_understood_is_skipped(
     (metrics_dir / file_name("w/2/bad")).write_text(json.dumps(bad))  # NaN too
     totals = host_totals()
     assert (totals.skipped, requests_of(totals), completed(totals)) == (1, 1, 1)
+
+
+def by_column(*cells: dict[str, Any]) -> dict[str, Any]:
+    """Cells by column, as ``publish`` writes them (built here field by field, so a
+    broken cell stays as broken)."""
+    return {
+        **{column: [cell[column] for cell in cells] for column in octave.COLUMNS},
+        **{
+            name: {field: [cell[name][field] for cell in cells] for field in octave.FIELDS}
+            for name in DISTRIBUTIONS
+        },
+    }
+
+
+def test_publish_writes_the_breakdown_by_column(metrics_dir: Path) -> None:
+    cells = [octave_cell(), octave_cell(route="s", requests=2, duration__counts=[0, 2])]
+    assert publish(octave_state("w/1/a", *cells))
+    written = json.loads((metrics_dir / file_name("w/1/a")).read_text())
+    assert written["breakdown"] == by_column(*cells)
+    totals = host_totals()
+    assert (totals.skipped, totals.cells.keys, totals.cells.requests) == (
+        0,
+        [("m", "r", "ok"), ("m", "s", "ok")],
+        [1, 2],
+    )
+    assert totals.cells.count_at_most("duration", ("m", "s", "ok"), 2) == 2
+
+
+def test_an_empty_breakdown_is_written_and_read_by_column(metrics_dir: Path) -> None:
+    assert publish(octave_state("w/1/a"))
+    written = json.loads((metrics_dir / file_name("w/1/a")).read_text())
+    assert written["breakdown"] == by_column()
+    totals = host_totals()
+    assert (totals.skipped, totals.cells.keys, completed(totals)) == (0, [], 0)
+
+
+def test_a_version_2_file_of_cells_is_still_read(metrics_dir: Path) -> None:
+    """No release wrote one (the columns came first), but it is the document itself."""
+    publish(octave_state("w/1/a", octave_cell(requests=2)))
+    doc = octave_state("w/2/cells", octave_cell())
+    (metrics_dir / file_name("w/2/cells")).write_text(json.dumps(doc))
+    totals = host_totals()
+    assert (totals.skipped, requests_of(totals), completed(totals)) == (0, 3, 2)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"requests": -1},
+        {"requests": True},
+        {"output_tokens": None},
+        {"input_tokens": 1.0},
+        {"model": 7},
+        {"model": ["m"]},
+        {"route": "r" * 1001},
+        {"outcome": "fine"},
+        {"duration__zeros": -1},
+        {"duration__zeros": False},
+        {"ttft__sum": float("nan")},
+        {"duration__sum": float("inf")},
+        {"duration__sum": 1e308},  # with the other cell's: past the largest float
+        {"duration__sum": -1.0},
+        {"duration__sum": True},
+        {"input__sum": "3"},
+        {"duration__offset": 1.0},
+        {"duration__offset": True},
+        {"duration__offset": -5000},
+        {"output__offset": 1023, "output__counts": [1, 1, 1]},  # past the largest float
+        {"duration__offset": 10**400},
+        {"duration__counts": [1, -1]},
+        {"duration__counts": [1.5]},
+        {"duration__counts": [True]},
+        {"duration__counts": [None]},
+        {"tpot__counts": ["1"]},
+        {"duration__counts": {"33": 1}},
+        {"duration__counts": 1},
+        {"duration__counts": [2**63 - 1, 1]},
+        {"duration__counts": [10**400]},
+        {"route": "r2", "model": "m2"},  # the other cell's key: one key twice
+    ],
+)
+def test_a_columnar_breakdown_not_understood_is_skipped(
+    metrics_dir: Path, changes: dict[str, Any]
+) -> None:
+    publish(octave_state("w/1/a", octave_cell()))
+    good = octave_cell(model="m2", route="r2", duration__sum=1e308)
+    bad = octave_state("w/2/bad", good, octave_cell(**changes))
+    bad["breakdown"] = by_column(*bad["breakdown"])
+    (metrics_dir / file_name("w/2/bad")).write_text(json.dumps(bad))  # NaN too
+    totals = host_totals()
+    assert (totals.skipped, requests_of(totals), completed(totals)) == (1, 1, 1)
+
+
+def _without(columns: dict[str, Any], column: str) -> dict[str, Any]:
+    return {key: value for key, value in columns.items() if key != column}
+
+
+def _with(columns: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    columns = json.loads(json.dumps(columns))
+    *outer, last = path.split("__")
+    into = columns
+    for key in outer:
+        into = into[key]
+    into[last] = value
+    return columns
+
+
+TWO_CELLS = by_column(octave_cell(), octave_cell(route="s"))
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        None,
+        "columns",
+        [TWO_CELLS],
+        _without(TWO_CELLS, "requests"),
+        _without(TWO_CELLS, "tpot"),
+        _with(TWO_CELLS, "ttft", [[0, 0.0, 0, []], [0, 0.0, 0, []]]),
+        _with(TWO_CELLS, "ttft", {"zeros": [0, 0], "sum": [0.0, 0.0], "offset": [0, 0]}),
+        _with(TWO_CELLS, "model", "mm"),  # a string, not a list of two
+        _with(TWO_CELLS, "model", {"0": "m", "1": "m"}),
+        _with(TWO_CELLS, "requests", [1]),  # columns of different lengths
+        _with(TWO_CELLS, "outcome", ["ok", "ok", "ok"]),
+        _with(TWO_CELLS, "duration__counts", [[1]]),
+        _with(TWO_CELLS, "output__sum", [7.0, 7.0, 7.0]),
+        _with(TWO_CELLS, "input__zeros", []),
+        _with(TWO_CELLS, "input__offset", (2, 2)),  # a tuple is no column of a file
+        {
+            **{column: [] for column in octave.COLUMNS},
+            **{name: {field: [0] for field in octave.FIELDS} for name in DISTRIBUTIONS},
+        },
+    ],
+)
+def test_columns_of_the_wrong_shape_are_refused(metrics_dir: Path, columns: Any) -> None:
+    with pytest.raises(ValueError, match="octave form"):
+        octave.of_columns(columns)
+    if type(columns) is dict and type(columns.get("input", {}).get("offset")) is tuple:
+        return  # JSON has no tuples
+    publish(octave_state("w/1/a", octave_cell()))
+    bad = octave_state("w/2/bad")
+    bad["breakdown"] = columns
+    (metrics_dir / file_name("w/2/bad")).write_text(json.dumps(bad))
+    totals = host_totals()
+    assert (totals.skipped, requests_of(totals), completed(totals)) == (1, 1, 1)
+
+
+def test_columns_in_a_version_1_document_are_refused(metrics_dir: Path) -> None:
+    publish(octave_state("w/1/a", octave_cell()))
+    bad = state("w/2/bad", completed=1)
+    bad["breakdown"] = TWO_CELLS
+    (metrics_dir / file_name("w/2/bad")).write_text(json.dumps(bad))
+    totals = host_totals()
+    assert (totals.skipped, requests_of(totals), completed(totals)) == (1, 1, 1)
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e12, allow_nan=False), max_size=60))
+def test_columns_read_back_as_the_cells_they_came_from(values: list[float]) -> None:
+    recorder = Recorder(replica="r", instance="r/1/abc")
+    for i, value in enumerate(values):
+        recorder.ingested(
+            Record(
+                model=f"m{i % 3}",
+                route=f"/r{i % 2}",
+                status=200 if i % 5 else 500,
+                duration_ms=value,
+                ttft_ms=value / 3,
+                prompt_tokens=int(value) % 10_000,
+                completion_tokens=i % 7,
+            )
+        )
+    cells = process_state(recorder)["breakdown"]
+    by_cells = octave.checked(cells)
+    read = octave.of_columns(json.loads(json.dumps(octave.columns(cells))))
+    for attribute in ("keys", "requests", "input_tokens", "output_tokens"):
+        assert list(getattr(read, attribute)) == list(getattr(by_cells, attribute))
+    for attribute in ("zeros", "sums", "offsets", "counts"):
+        mine, theirs = getattr(read, attribute), getattr(by_cells, attribute)
+        assert {name: list(mine[name]) for name in DISTRIBUTIONS} == {
+            name: list(theirs[name]) for name in DISTRIBUTIONS
+        }
 
 
 @pytest.mark.parametrize(

@@ -689,9 +689,10 @@ def breakdown_samples(text: str | bytes) -> dict[str, list[tuple[str, list[tuple
 def test_octave_files_merged_by_column_expose_what_distributions_merged_would(
     parts: list[tuple[dict[tuple[str, str, str], Cell], bool]],
 ) -> None:
-    """Files of version 1 (keyed, full resolution) and 2 (the octave form), merged by
-    column and written from templates, give the samples that the cells' distributions,
-    merged one by one and written by ``generate_latest``, give."""
+    """Files of version 1 (keyed, full resolution) and 2 (the octave form, its breakdown
+    by column as ``publish`` writes it), merged by column and written from templates,
+    give the samples that the cells' distributions, merged one by one and written by
+    ``generate_latest``, give."""
     from django.test import override_settings
 
     with (
@@ -704,6 +705,8 @@ def test_octave_files_merged_by_column_expose_what_distributions_merged_would(
             doc = state(f"w/{i}/x")
             doc["breakdown"] = [cell.to_wire(key) for key, cell in sorted(cells.items())]
             publish(host_state.octave_document(doc) if octave_form else doc)
+            written = Path(where, host_state.file_name(doc["instance"])).read_text()
+            assert type(json.loads(written)["breakdown"]) is (dict if octave_form else list)
         totals = host_state.host_totals()
         assert totals.skipped == 0
         written = metrics.exposition(totals)
