@@ -179,11 +179,14 @@ class Breakdown:
     ``observe`` only queues the record (one ``deque.append`` and a length check: the
     request path pays nothing more); readers fold the queue into the cells in batches
     (the heartbeat every ``HEARTBEAT_S``, a scrape, ``/v1/stats``), paying that cost on
-    their own thread. In a batch each distribution sorts its values and counts a bucket
-    per binary search: in CPython about half the cost per record of bucketing each
-    record as it comes (``docs/benchmarks.md``). A record with an impossible value (a
-    negative or non-finite time, a token count that is not an integer >= 0) is left out
-    whole and counted in ``refused``.
+    their own thread. A batch is folded in C-level passes over all of it, whatever its
+    cells: the records put in order of their cell, each of the five columns' bucket
+    indexes computed at once (from the floats' bits; token counts from a table), then
+    each cell's slice of them counted (``Distribution.add_counted``): in CPython a
+    fraction of the cost of bucketing each record as it comes (``docs/benchmarks.md``).
+    A record with an impossible value (a negative or non-finite time, a token count
+    that is not an integer >= 0) is left out whole and counted in ``refused``: a batch
+    holding one is folded cell by cell, checked, as before.
 
     A request folds only as a last resort, and how soon depends on whether readers do.
     While none has folded since a request last did (no heartbeat: ``HEARTBEAT_S =
