@@ -384,21 +384,25 @@ class Distribution:
         if total == _INF:
             raise ValueError("the sum would overflow")
         self.total = total
-        self._tally(zeros, indices, False)
+        # _tally written out (the fold calls this per cell and distribution), and the
+        # octaves by a C tally of the shifted indexes: they are not sorted.
+        target: Distribution | None = self
+        while target is not None:
+            target.zeros += zeros
+            _count_elements(target.counts, indices)
+            if target._octaves is not None and indices:
+                _count_elements(target._octaves, map(rshift, indices, repeat(_OCTAVE_SHIFT)))
+            target = target._tee
 
-    def _tally(self, zeros: int, indices: list[int], ascending: bool = True) -> None:
-        """Count ``zeros`` zeros and a value in each bucket of ``indices`` (ascending,
-        unless told; the sum is the caller's), here and in the distribution this one
-        tees into."""
+    def _tally(self, zeros: int, indices: list[int]) -> None:
+        """Count ``zeros`` zeros and a value in each bucket of ``indices`` (ascending;
+        the sum is the caller's), here and in the distribution this one tees into."""
         self.zeros += zeros
         _count_elements(self.counts, indices)
         if self._octaves is not None and indices:
-            if ascending:
-                _tally_octaves(self._octaves, indices)
-            else:
-                _count_elements(self._octaves, map(rshift, indices, repeat(_OCTAVE_SHIFT)))
+            _tally_octaves(self._octaves, indices)
         if self._tee is not None:
-            self._tee._tally(zeros, indices, ascending)
+            self._tee._tally(zeros, indices)
 
     def tee(self, into: Distribution) -> None:
         """From now on, count whatever this distribution counts in ``into`` too (its
