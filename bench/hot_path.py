@@ -442,7 +442,8 @@ def main() -> None:
     }
     per_record = {}
     for what, records in alone.items():
-        figures = {size: fold_alone(records, size, 5) for size in (2048, 16384)}
+        # 1000: the heartbeat at 500 requests/s (HEARTBEAT_S = 2 s), bench/fleet.py's tick.
+        figures = {size: fold_alone(records, size, 5) for size in (1000, 2048, 16384)}
         per_record[what] = figures[2048]
         print(
             f"  {what:<20} "

@@ -15,15 +15,18 @@ skipped, never counted as 0. Cells are summed across processes with ``merge_wire
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import _count_elements, deque  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from functools import partial
-from itertools import repeat
-from operator import is_not, itemgetter, sub, truediv
+from itertools import accumulate, compress, count, pairwise, repeat
+from operator import is_not, itemgetter, lt, sub, truediv
 from typing import Any
 
-from .distribution import Distribution, sort_checked
+from .distribution import ZERO_INDEX, Distribution, bits_indices, int_indices, sort_checked
 from .requests import Record
+
+_INF = float("inf")
 
 __all__ = ["ABORTED", "DISTRIBUTIONS", "ERROR", "OK", "OTHER", "Breakdown", "Cell", "CellKey"]
 
@@ -161,6 +164,7 @@ _TTFT = _column("ttft_ms")
 _DURATION = _column("duration_ms")
 _DECODE = _column("decode_ms")
 _PRESENT = partial(is_not, None)
+_GROUP = itemgetter(*map(Record._fields.index, ("model", "route", "aborted", "error")))
 
 DEFAULT_FOLD_EVERY = 1024
 """Queued records at which a request folds them itself while no reader folds."""
@@ -175,11 +179,14 @@ class Breakdown:
     ``observe`` only queues the record (one ``deque.append`` and a length check: the
     request path pays nothing more); readers fold the queue into the cells in batches
     (the heartbeat every ``HEARTBEAT_S``, a scrape, ``/v1/stats``), paying that cost on
-    their own thread. In a batch each distribution sorts its values and counts a bucket
-    per binary search: in CPython about half the cost per record of bucketing each
-    record as it comes (``docs/benchmarks.md``). A record with an impossible value (a
-    negative or non-finite time, a token count that is not an integer >= 0) is left out
-    whole and counted in ``refused``.
+    their own thread. A batch is folded in C-level passes over all of it, whatever its
+    cells: the records put in order of their cell, each of the five columns' bucket
+    indexes computed at once (from the floats' bits; token counts from a table), then
+    each cell's slice of them counted (``Distribution.add_counted``): in CPython a
+    fraction of the cost of bucketing each record as it comes (``docs/benchmarks.md``).
+    A record with an impossible value (a negative or non-finite time, a token count
+    that is not an integer >= 0) is left out whole and counted in ``refused``: a batch
+    holding one is folded cell by cell, checked, as before.
 
     A request folds only as a last resort, and how soon depends on whether readers do.
     While none has folded since a request last did (no heartbeat: ``HEARTBEAT_S =
@@ -250,6 +257,75 @@ class Breakdown:
         batch = [queue.popleft() for _ in range(len(queue))]
         if not batch:
             return
+        if not self._fold_batch(batch):
+            self._fold_checked(batch)
+
+    def _fold_batch(self, batch: list[Record]) -> bool:
+        # The usual batch, whatever its cells, in C-level passes over the whole batch:
+        # the records put in order of their cell (first arrival first), each column's
+        # values in that order, every bucket index from the floats' bits at once; then
+        # per cell and distribution a slice of them, counted in C. False, with nothing
+        # counted, for a batch the checked path must take (an impossible value, a
+        # subnormal or a -0.0): it finds the records to refuse.
+        first: dict[tuple[Any, ...], int] = {}
+        try:
+            # Each record's group: the position of its group's first record. Grouped by
+            # abort reason and error rather than outcome (one C pass); by outcome if
+            # those are too varied (many groups of one cell).
+            groups = list(map(first.setdefault, map(_GROUP, batch), count()))
+            present: Callable[[Any], bool] = _PRESENT
+            if len(first) > 3 * len({key[:2] for key in first}):
+                first = {}
+                keys = zip(
+                    map(_MODEL, batch),
+                    map(_ROUTE, batch),
+                    map(_PRESENT, map(_ABORTED, batch)),
+                    map(_PRESENT, map(_ERROR, batch)),
+                    strict=True,
+                )
+                groups = list(map(first.setdefault, keys, count()))
+                present = bool  # the keys say whether the record has one
+        except TypeError:  # a label that is not hashable: refused record by record
+            return False
+        n = len(batch)
+        if len(first) == 1:
+            ordered, bounds = batch, [0, n]
+        else:
+            sizes: dict[int, int] = {}
+            _count_elements(sizes, groups)  # in order of first arrival, as ``first``
+            ordered = list(map(batch.__getitem__, sorted(range(n), key=groups.__getitem__)))
+            bounds = list(accumulate(sizes.values(), initial=0))
+        try:
+            columns = _columns(ordered, bounds)
+        except (TypeError, ValueError, ArithmeticError):
+            return False
+        if columns is None:
+            return False
+        position = 0
+        for (model, route, abort, error), end, duration, ttft, tpot, prompt, output in zip(
+            first, bounds[1:], *columns, strict=True
+        ):
+            outcome = ABORTED if present(abort) else ERROR if present(error) else OK
+            cell = self._cell_for(model, route, outcome)
+            cell.requests += end - position
+            position = end
+            if duration is not None:
+                cell.duration.add_counted(*duration)
+            if ttft is not None:
+                cell.ttft.add_counted(*ttft)
+            if tpot is not None:
+                cell.tpot.add_counted(*tpot)
+            if prompt is not None:
+                cell.input_tokens += prompt[0]
+                cell.input.add_counted(*prompt)
+            if output is not None:
+                cell.output_tokens += output[0]
+                cell.output.add_counted(*output)
+        return True
+
+    def _fold_checked(self, batch: list[Record]) -> None:
+        # Group by group, each checked: a group with an impossible value goes record
+        # by record, and each such record is refused.
         models = list(map(_MODEL, batch))
         routes = list(map(_ROUTE, batch))
         aborted = list(map(_ABORTED, batch))
@@ -453,6 +529,115 @@ def _seconds(column: Callable[[Record], Any], records: list[Record]) -> list[flo
         return list(map(truediv, map(column, records), repeat(1000.0)))
     except TypeError:
         return list(map(truediv, filter(_PRESENT, map(column, records)), repeat(1000.0)))
+
+
+# A column of a batch, per group: the sum, the zeros and the other values' bucket
+# indexes (``Distribution.add_counted``), or None for a group without a value.
+_Counted = list[tuple[float, int, list[int]] | None]
+
+
+def _columns(ordered: list[Record], bounds: list[int]) -> list[_Counted] | None:
+    """The durations, TTFTs, TPOTs, input and output tokens of ``ordered`` (records in
+    groups: ``bounds[i]`` to ``bounds[i + 1]``), each counted per group; None (or an
+    exception) if one is impossible, or a subnormal or -0.0: the checked path's."""
+    completions = list(map(_COMPLETION, ordered))
+    decodes = list(map(_DECODE, ordered))
+    if None not in completions and None not in decodes and min(completions) >= 2:
+        tpots = list(
+            map(
+                truediv,
+                map(truediv, decodes, repeat(1000.0)),
+                map(sub, completions, repeat(1)),
+            )
+        )
+        tpot_bounds = bounds
+    elif None not in completions and None not in decodes:
+        # Some with fewer than two tokens: no TPOT for those.
+        kept = list(map(lt, repeat(1), completions))
+        tpots = list(
+            map(
+                truediv,
+                map(truediv, compress(decodes, kept), repeat(1000.0)),
+                map(sub, compress(completions, kept), repeat(1)),
+            )
+        )
+        tpot_bounds = _kept_bounds(kept, bounds)
+    else:
+        kept = [
+            decode is not None and completion is not None and completion > 1
+            for decode, completion in zip(decodes, completions, strict=True)
+        ]
+        tpots = [
+            decode / 1000.0 / (completion - 1)
+            for decode, completion in compress(zip(decodes, completions, strict=True), kept)
+        ]
+        tpot_bounds = _kept_bounds(kept, bounds)
+    durations, duration_bounds = _present(list(map(_DURATION, ordered)), bounds)
+    ttfts, ttft_bounds = _present(list(map(_TTFT, ordered)), bounds)
+    prompts, prompt_bounds = _present(list(map(_PROMPT, ordered)), bounds)
+    outputs, output_bounds = _present(completions, bounds)
+    columns = []
+    for values, value_bounds, integers in (
+        (list(map(truediv, durations, repeat(1000.0))), duration_bounds, False),
+        (list(map(truediv, ttfts, repeat(1000.0))), ttft_bounds, False),
+        (tpots, tpot_bounds, False),
+        (prompts, prompt_bounds, True),
+        (outputs, output_bounds, True),
+    ):
+        column = _counted(values, value_bounds, integers)
+        if column is None:
+            return None
+        columns.append(column)
+    return columns
+
+
+def _present(values: list[Any], bounds: list[int]) -> tuple[list[Any], list[int]]:
+    """``values`` without their Nones, and ``bounds`` moved to match."""
+    if None not in values:
+        return values, bounds
+    kept = list(map(_PRESENT, values))
+    return list(compress(values, kept)), _kept_bounds(kept, bounds)
+
+
+def _kept_bounds(kept: list[bool], bounds: list[int]) -> list[int]:
+    # How many values are kept before each bound.
+    before = list(accumulate(kept, initial=0))
+    return list(map(before.__getitem__, bounds))
+
+
+def _counted(values: list[Any], bounds: list[int], integers: bool) -> _Counted | None:
+    """``values`` counted per group (see ``_Counted``); None if one is impossible (not
+    a number >= 0 with a finite sum; for ``integers``, not an int), or a subnormal or
+    -0.0 (the checked path takes those)."""
+    # Each group's sum is checked below (its own, as the checked path checks it).
+    some_zeros = False
+    if values:
+        lowest = min(values)
+        if not lowest >= 0:
+            return None
+        some_zeros = lowest == 0
+    indices = None
+    if integers:
+        with suppress(IndexError):  # a count past the table: from the bits
+            indices = int_indices(values)
+    if indices is None:
+        indices = bits_indices(values)
+    if indices is None:
+        return None
+    result: _Counted = []
+    for start, end in pairwise(bounds):
+        if start == end:
+            result.append(None)
+            continue
+        part = indices[start:end]
+        total = sum(values[start:end])
+        if (integers and type(total) is not int) or not float(total) < _INF:
+            return None
+        zeros = part.count(ZERO_INDEX) if some_zeros else 0
+        if zeros:
+            part = list(filter(ZERO_INDEX.__ne__, part))
+        result.append((total, zeros, part))
+    return result
 
 
 def _count(cell: Cell, requests: int, values: _Measurements) -> None:

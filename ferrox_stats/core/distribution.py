@@ -57,12 +57,15 @@ __all__ = [
     "MIN_OCTAVE",
     "RELATIVE_ERROR",
     "SUB_BUCKETS",
+    "ZERO_INDEX",
     "Distribution",
+    "bits_indices",
     "bucket_index",
     "bucket_lower",
     "bucket_midpoint",
     "bucket_upper",
     "checked_sorted",
+    "int_indices",
     "sort_checked",
 ]
 
@@ -110,6 +113,42 @@ def _sorted_indices(values: list[float]) -> list[int]:
         return list(map(rshift, map(add, bits, repeat(_BITS_OFFSET)), repeat(_BITS_SHIFT)))
     # bucket_index inlined: a function call per value would cost half as much again.
     return [e * 32 + _ceil(m * 64) - 33 for m, e in map(_frexp, values)]
+
+
+ZERO_INDEX = (0 + _BITS_OFFSET) >> _BITS_SHIFT
+"""What ``bits_indices`` gives for a zero (below any normal float's bucket)."""
+_FIRST_NORMAL_INDEX = bucket_index(_MIN_NORMAL)
+
+
+def bits_indices(values: list[float]) -> list[int] | None:
+    """``bucket_index`` of each of ``values`` (each a number >= 0, in any order), in
+    C-level passes over the floats' bits, ``ZERO_INDEX`` for a zero; None if one is
+    subnormal or a -0.0 (for ``Distribution.add``, one at a time)."""
+    if not values:
+        return []
+    bits = memoryview(array("d", values)).cast("B").cast("q")
+    indices = list(map(rshift, map(add, bits, repeat(_BITS_OFFSET)), repeat(_BITS_SHIFT)))
+    lowest = min(indices)
+    if lowest < _FIRST_NORMAL_INDEX and (
+        lowest != ZERO_INDEX or min(filter(None, values), default=_INF) < _MIN_NORMAL
+    ):
+        return None
+    return indices
+
+
+_SMALL_INTS = 2**15
+_small_indices: list[int] = []
+
+
+def int_indices(values: list[int]) -> list[int]:
+    """``bits_indices`` of ints from 0 to 2**15 - 1 (the usual token counts), read from a
+    table (about a quarter of the cost); ``IndexError`` for a larger one."""
+    if not _small_indices:
+        # The same int object for every value of a bucket: 256 KiB for the list.
+        named: dict[int, int] = {}
+        table = [named.setdefault(i, i) for i in bits_indices(list(range(_SMALL_INTS))) or ()]
+        _small_indices[:] = table
+    return list(map(_small_indices.__getitem__, values))
 
 
 def _tally_octaves(octaves: dict[int, int], indices: list[int]) -> None:
@@ -335,6 +374,25 @@ class Distribution:
         self.total = total
         zeros = bisect_right(ordered, 0.0) if ordered[0] == 0 else 0
         self._tally(zeros, _sorted_indices(ordered[zeros:] if zeros else ordered))
+
+    def add_counted(self, total: float, zeros: int, indices: list[int]) -> None:
+        """Count values already bucketed: ``zeros`` zeros and one value in each bucket
+        of ``indices`` (in any order; ``bits_indices`` gives them), whose sum is
+        ``total``. What ``Breakdown`` folds a batch with: the indexes of all its cells'
+        values come in one pass, each cell's slice counted here."""
+        total = self.total + total
+        if total == _INF:
+            raise ValueError("the sum would overflow")
+        self.total = total
+        # _tally written out (the fold calls this per cell and distribution), and the
+        # octaves by a C tally of the shifted indexes: they are not sorted.
+        target: Distribution | None = self
+        while target is not None:
+            target.zeros += zeros
+            _count_elements(target.counts, indices)
+            if target._octaves is not None and indices:
+                _count_elements(target._octaves, map(rshift, indices, repeat(_OCTAVE_SHIFT)))
+            target = target._tee
 
     def _tally(self, zeros: int, indices: list[int]) -> None:
         """Count ``zeros`` zeros and a value in each bucket of ``indices`` (ascending;
