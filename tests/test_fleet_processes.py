@@ -176,9 +176,40 @@ class Sent:
             self.completion[host] += completion
 
 
-def fresh_connections() -> httpx.Client:
+def fresh_connections(transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """An HTTP client that opens a connection per request: each may land on any worker."""
-    return httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), timeout=30.0)
+    return httpx.Client(
+        limits=httpx.Limits(max_keepalive_connections=0), timeout=30.0, transport=transport
+    )
+
+
+class ResendUnread(httpx.BaseTransport):
+    """Sends a request again when a recycling worker closed its connection unread.
+
+    A uvicorn worker that reached gunicorn's ``max_requests`` closes the connections it
+    has accepted but not yet read a request from (``H11Protocol.shutdown``: a request in
+    progress is finished and answered first). The client then sees "Server disconnected
+    without sending a response" on a request no worker saw, so sending it again counts
+    nothing twice, as a load balancer or Prometheus' next scrape would. Any other error,
+    and a third such close in a row, is raised.
+    """
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+        self.resent = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for attempt in range(3):
+            try:
+                return self.inner.handle_request(request)
+            except httpx.RemoteProtocolError as error:
+                if "without sending a response" not in str(error) or attempt == 2:
+                    raise
+                self.resent += 1
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def ingest(fleet: Fleet, host: str, sent: Sent, first: int, count: int) -> None:
@@ -345,8 +376,11 @@ class HostCounters:
     running: float | None
 
 
-def scrape(fleet: Fleet, host: str = "a") -> HostCounters:
-    response = fleet.get(host, "/telemetry/metrics")
+def scrape(fleet: Fleet, host: str = "a", http: httpx.Client | None = None) -> HostCounters:
+    if http is None:
+        response = fleet.get(host, "/telemetry/metrics")
+    else:
+        response = http.get(f"{fleet.hosts[host].url}/telemetry/metrics", headers=fleet.auth)
     assert response.status_code == 200, response.text
     requests = prompt = completion = 0.0
     running: float | None = None
@@ -519,17 +553,18 @@ def test_a_worker_recycled_by_max_requests_never_sets_the_hosts_counters_back(
         workers_seen = set(harness.children(master))
         sent = Sent()
         scrapes: list[HostCounters] = []
-        for n in range(64):
-            tracked(the_fleet, "a", sent, n)
-            if n % 4 == 3:
-                scrapes.append(scrape(the_fleet))
-            workers_seen |= harness.children(master)
-        final = harness.until(
-            "/metrics has every request",
-            lambda: scrape(the_fleet),
-            host_share(sent, "a").__eq__,
-            timeout_s=CATCH_UP_S,
-        )
+        with fresh_connections(ResendUnread()) as http:
+            for n in range(64):
+                tracked(the_fleet, "a", sent, n, http)
+                if n % 4 == 3:
+                    scrapes.append(scrape(the_fleet, http=http))
+                workers_seen |= harness.children(master)
+            final = harness.until(
+                "/metrics has every request",
+                lambda: scrape(the_fleet, http=http),
+                host_share(sent, "a").__eq__,
+                timeout_s=CATCH_UP_S,
+            )
         scrapes.append(final)
         # 64 requests and 16 scrapes, at most 20 per worker: workers were recycled.
         assert len(workers_seen) >= 4, workers_seen
