@@ -379,15 +379,29 @@ def _at_exit() -> None:
 def get_recorder() -> Recorder:
     """This process's recorder, built from settings on first use and after a fork."""
     global _recorder, _recorder_pid
+    # On every tracked request: no os.getpid() here (a system call, ~0.2 µs); a forked
+    # child forgets its parent's recorder instead (_forget_the_parents_recorder).
     recorder = _recorder
-    pid = os.getpid()
-    if recorder is not None and _recorder_pid == pid:
+    if recorder is not None:
         return recorder
     with _lock:
-        if _recorder is None or _recorder_pid != pid:
+        if _recorder is None:
             _recorder = _build(_clock_override)
-            _recorder_pid = pid
+            _recorder_pid = os.getpid()
         return _recorder
+
+
+def _forget_the_parents_recorder() -> None:
+    """In a forked child: the parent's recorder (its ring, its queue) is not this
+    process's, and its threads are not here; the next ``get_recorder()`` builds one.
+    The module lock is new too: another thread of the parent may have held it."""
+    global _lock, _recorder, _recorder_pid
+    _lock = threading.Lock()
+    _recorder = None
+    _recorder_pid = None
+
+
+os.register_at_fork(after_in_child=_forget_the_parents_recorder)
 
 
 def reset(clock: Clock | None = None, *, flush: bool = False) -> Recorder:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -384,14 +385,26 @@ def test_the_recorder_is_built_from_settings(settings: object, clock: FakeClock)
         live.reset()
 
 
-def test_a_forked_child_gets_its_own_recorder(
-    recorder: live.Recorder, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_forked_child_gets_its_own_recorder(recorder: live.Recorder) -> None:
     assert live.get_recorder() is recorder
-    monkeypatch.setattr(live.os, "getpid", lambda: -1)
-    child = live.get_recorder()
-    assert child is not recorder
-    assert child.instance != recorder.instance
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, leave without the parent's cleanup
+        try:
+            child = live.get_recorder()
+            own = child is not recorder and child.instance != recorder.instance
+            os.write(write, b"1" if own and live.get_recorder() is child else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        answer = os.read(read, 1)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert answer == b"1"
+    assert live.get_recorder() is recorder  # the parent keeps its own
 
 
 def test_uptime_comes_from_the_injected_clock(recorder: live.Recorder, clock: FakeClock) -> None:
