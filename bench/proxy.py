@@ -466,6 +466,11 @@ def main() -> None:
         help="the pass-through without the project's middleware (ferrox_stats.asgi.wrap's "
         "default) or behind all of it",
     )
+    parser.add_argument(
+        "--litellm",
+        action="store_true",
+        help="then the three-way run of bench/proxy_litellm.py (LiteLLM's proxy beside ours)",
+    )
     args = parser.parse_args()
     # A SIGTERM ends the run like Ctrl-C does: through the finally blocks that stop the servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -544,6 +549,11 @@ def main() -> None:
         f"total {wall:.0f} s, load average now {os.getloadavg()[0]:.1f}; this process waited "
         f"{waited:.1f} s ({100 * waited / wall:.0f}% of the run) for a free core"
     )
+    if args.litellm:
+        import proxy_litellm
+
+        print("\n--- LiteLLM's proxy beside ours (bench/proxy_litellm.py)")
+        proxy_litellm.main([])
 
 
 if __name__ == "__main__":

@@ -2,33 +2,46 @@
 
 gunicorn serves ``bench/served_app.py`` (settings ``bench/served_settings.py``: the demo
 project's middleware stack, ``DEBUG`` off) with 2 workers, ``--kind sync`` (gunicorn's
-sync workers, WSGI) and/or ``--kind uvicorn`` (``uvicorn.workers.UvicornWorker``, ASGI
-through ``ferrox_stats.asgi.wrap``, as the README serves a control plane). Two servers
-per kind, on free ports of 127.0.0.1, on a throwaway PostgreSQL database:
+sync workers, WSGI: the ``wsgi.py`` way) and/or ``--kind uvicorn``
+(``uvicorn.workers.UvicornWorker``, ASGI through ``ferrox_stats.asgi.wrap``, as the README
+serves a control plane). One server per variant, on free ports of 127.0.0.1, on a
+throwaway PostgreSQL database:
 
-- ``memory``: ``ARCHIVE_SINK = None`` (heartbeats host-only); serves ``/plain``
-  (untracked, the baseline) and ``/tracked`` (the same body inside ``live.track``);
-- ``archive``: the default archive sink, writing every tracked request to PostgreSQL
-  with its thread (and heartbeats to it); serves ``/tracked``.
+- ``untracked``: ``/plain``, a small JSON body (no recorder is ever built: none of
+  ferrox_stats' threads run in it);
+- ``tracked``: ``/tracked``, the same body inside ``live.track(...)`` as the README tells
+  a host to record a request; ``ARCHIVE_SINK = None`` (its heartbeat is host-only);
+- ``tracked + archive``: the same view with the default archive sink (each request
+  queued and written to PostgreSQL by the worker's writer thread; heartbeats to it).
 
-``wrk`` drives each variant in turn, in interleaved rounds whose order rotates, after a
-warm-up: requests/s as wrk counts them, and the workers' CPU per request (utime + stime of
-every worker process, all its threads, from ``/proc/<pid>/stat``, 10 ms ticks, over the
-requests wrk completed). Ratios are medians of per-round ratios. The tracker's cost
-inside the server is the per-round difference of worker CPU per request, tracked minus
-untracked, set beside the same ``live.track`` call in a tight loop in this process
-(thread CPU): the tight loop is what ``bench/hot_path.py`` measures.
+``wrk -t1`` drives each variant in turn, in interleaved rounds whose order rotates, after
+a warm-up past the first heartbeats: requests/s as wrk counts them, and the workers' CPU
+per request (utime + stime of each worker, all its threads, from ``/proc/<pid>/stat``,
+10 ms ticks, over the requests wrk completed), split into the main thread and the
+others (under sync workers: ferrox_stats' heartbeat and archive writer). Ratios are
+medians of per-round ratios. The tracker's cost in the server is the per-round
+difference of worker CPU per request, tracked minus untracked, set beside the view's
+``live.track`` call in a tight loop in this process (thread CPU; what
+``bench/hot_path.py`` measures).
+
+``--profile`` then starts one more server (the archive variant when there is
+PostgreSQL) whose views count their own thread CPU, records its workers with py-spy
+(``--gil``: samples of the thread holding the GIL, i.e. running Python) while wrk drives
+``/tracked``, and prints where the samples go (the tracker block, the heartbeat's
+document and publishing, the archive writer, gunicorn + Django) in µs per request, and
+the tracker's cost in situ (the tracked view's own thread CPU minus the plain view's).
+py-spy is looked for in ``/work/venvs/pyspy/bin`` and on PATH (``pip install py-spy``
+in a venv of its own; it needs ptrace).
 
 Needs ``wrk`` (Debian: ``apt-get install -y wrk``; skipped with a message without it)
 and the local PostgreSQL (127.0.0.1:5432, trust auth; ``--server``; without it the
 archive variant is skipped). Run from the repo root::
 
-    PYTHONPATH=. python bench/served.py [--quick] [--kind sync uvicorn] [--rounds 7]
-        [--seconds 3] [--connections 4] [--profile]
+    PYTHONPATH=. python bench/served.py [--quick] [--kind sync uvicorn] [--rounds 9]
+        [--seconds 4] [--connections 4] [--profile]
 
-``--profile`` records the memory server's tracked view with py-spy (``--py-spy PATH``,
-default ``/work/venvs/pyspy/bin/py-spy`` or the one on PATH) and prints where the
-workers' samples go. Every server is stopped by pid on the way out.
+``--quick``: sync workers only, 3 rounds of 2 s (under a minute). Every server is
+stopped by pid (SIGTERM to its master) on the way out.
 """
 
 from __future__ import annotations
