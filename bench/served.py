@@ -61,7 +61,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,23 +244,44 @@ def wrk(server: Server, path: str, seconds: float, connections: int) -> Run:
     return Run(requests, float(per_s_match.group(1)), main_after - main, other_after - other)
 
 
-def tight_loop_ns(requests: int, rounds: int) -> float:
-    """Thread-CPU ns of the view's ``live.track`` call in a loop, median of rounds."""
+def tight_loop_ns(requests: int, rounds: int) -> dict[str, float]:
+    """Thread-CPU ns per request of what the tracked and prometheus views add to the plain
+    one (the ``live.track`` block; the prometheus_client updates), each in a tight loop
+    in this process, median of rounds."""
     import served_app
 
     from ferrox_stats.live import Recorder
 
     recorder = Recorder(replica="bench")
-    per_request = []
-    for _ in range(rounds + 1):  # the first warms up
-        start = time.thread_time_ns()
+    route, model = served_app.ROUTE, served_app.MODEL
+
+    def tracked() -> None:
+        track = recorder.track
         for _ in range(requests):
-            with recorder.track(
-                route=served_app.ROUTE, model=served_app.MODEL, stream=False, client="127.0.0.1"
-            ) as t:
+            with track(route=route, model=model, stream=False, client="127.0.0.1") as t:
                 t.finish(status=200, finish_reason="stop", prompt_tokens=512, completion_tokens=128)
-        per_request.append((time.thread_time_ns() - start) / requests)
-    return statistics.median(per_request[1:])
+
+    def prometheus() -> None:
+        counter, ttft, duration, decode = served_app._bound
+        monotonic = time.monotonic
+        for _ in range(requests):
+            arrived = monotonic()
+            first = monotonic()
+            end = monotonic()
+            counter.inc()
+            ttft.observe(first - arrived)
+            duration.observe(end - arrived)
+            decode.observe(end - first)
+
+    loops = {"tracked": tracked, "prometheus": prometheus}
+    per_request: dict[str, list[float]] = {name: [] for name in loops}
+    for r in range(rounds + 1):  # the first warms up
+        for name, loop in loops.items():
+            start = time.thread_time_ns()
+            loop()
+            if r:
+                per_request[name].append((time.thread_time_ns() - start) / requests)
+    return {name: statistics.median(values) for name, values in per_request.items()}
 
 
 def pg_database(server: str) -> str | None:
@@ -308,6 +329,7 @@ def migrate(env: dict[str, str]) -> None:
 # The servers of one kind: what each keeps of the archive, and the variant it serves.
 SERVERS = {
     "untracked": ("memory", "/plain"),
+    "prometheus": ("memory", "/prometheus"),
     "tracked": ("memory", "/tracked"),
     "tracked + archive": ("archive", "/tracked"),
 }
@@ -346,9 +368,13 @@ def measure(
     return runs
 
 
-def report(kind: str, runs: dict[str, list[Run]], tight_ns: float) -> dict[str, float]:
+def report(kind: str, runs: dict[str, list[Run]], tight: dict[str, float]) -> dict[str, float]:
     """Print the kind's table and ratios; return the headline figures."""
     base = runs["untracked"]
+
+    def median_of_rounds(name: str, of: Callable[[Run, Run], float]) -> float:
+        return statistics.median(of(v, b) for v, b in zip(runs[name], base, strict=True))
+
     print(
         f"\n{kind}: {WORKERS} workers, {len(base)} rounds\n\n"
         "| variant | requests/s median | ratio to untracked (median of rounds) "
@@ -357,7 +383,7 @@ def report(kind: str, runs: dict[str, list[Run]], tight_ns: float) -> dict[str, 
     )
     figures: dict[str, float] = {}
     for name, values in runs.items():
-        ratio = statistics.median(v.per_s / b.per_s for v, b in zip(values, base, strict=True))
+        ratio = median_of_rounds(name, lambda v, b: v.per_s / b.per_s)
         cpu = statistics.median(v.cpu_ns_per_request for v in values) / 1e3
         other = statistics.median(v.other_ns_per_request for v in values) / 1e3
         print(
@@ -366,24 +392,16 @@ def report(kind: str, runs: dict[str, list[Run]], tight_ns: float) -> dict[str, 
         )
         figures[name] = ratio
     added = {
-        name: statistics.median(
-            v.cpu_ns_per_request - b.cpu_ns_per_request
-            for v, b in zip(runs[name], base, strict=True)
-        )
+        name: median_of_rounds(name, lambda v, b: v.cpu_ns_per_request - b.cpu_ns_per_request)
         for name in runs
         if name != "untracked"
     }
-    by_cpu = {
-        name: statistics.median(
-            b.cpu_ns_per_request / v.cpu_ns_per_request
-            for v, b in zip(runs[name], base, strict=True)
-        )
-        for name in added
-    }
     for name, ns in added.items():
+        by_cpu = median_of_rounds(name, lambda v, b: b.cpu_ns_per_request / v.cpu_ns_per_request)
+        loop = tight["prometheus" if name == "prometheus" else "tracked"]
         print(
-            f"{name}: worker CPU added {ns / 1e3:.1f} µs/request = {ns / tight_ns:.1f}x the tight "
-            f"loop ({tight_ns / 1e3:.2f} µs); by CPU {by_cpu[name]:.3f}x untracked"
+            f"{name}: worker CPU added {ns / 1e3:.1f} µs/request = {ns / loop:.1f}x its tight "
+            f"loop ({loop / 1e3:.2f} µs); by CPU {by_cpu:.3f}x untracked"
         )
     goals = {"tracked": GOAL_TRACKED, "tracked + archive": GOAL_ARCHIVED}
     for name, goal in goals.items():
@@ -392,7 +410,7 @@ def report(kind: str, runs: dict[str, list[Run]], tight_ns: float) -> dict[str, 
             print(
                 f"{kind} {name} / untracked requests/s: {figures[name]:.3f}x (goal ≥ {goal}): {met}"
             )
-    in_server = added["tracked"] / tight_ns
+    in_server = added["tracked"] / tight["tracked"]
     met = "met" if in_server <= GOAL_IN_SERVER else "NOT met"
     print(f"{kind} tracker in the server: {in_server:.1f}x the tight loop (goal ≤ 2x): {met}")
     figures["in-server x tight loop"] = in_server
@@ -441,7 +459,13 @@ def categorize(raw: Path) -> tuple[int, collections.Counter[str], collections.Co
 
 
 def profile(
-    kind: str, database_url: str, archive: bool, args: argparse.Namespace, tmp: Path, spy: str
+    kind: str,
+    database_url: str,
+    archive: bool,
+    args: argparse.Namespace,
+    tmp: Path,
+    spy: str,
+    tight: dict[str, float],
 ) -> None:
     """A server of its own with timed views: py-spy (GIL-holding samples) on its workers
     while wrk drives ``/tracked``, then both views' own thread CPU as the workers counted."""
@@ -452,6 +476,7 @@ def profile(
     server = start(f"{kind}-profile", kind, env, tmp)
     try:
         wrk(server, "/plain", 1.0, args.connections)
+        wrk(server, "/prometheus", 1.0, args.connections)
         wrk(server, "/tracked", 5.0, args.connections)  # past the first heartbeats
         outputs, spies = [], []
         for pid in server.workers:
@@ -471,7 +496,7 @@ def profile(
             _, err = process.communicate(timeout=args.seconds * 2 + 30)
             if process.returncode != 0:
                 raise RuntimeError(f"py-spy failed: {err.decode(errors='replace')[-500:]}")
-        for path in ("/plain", "/tracked") * 2:
+        for path in ("/plain", "/prometheus", "/tracked") * 2:
             wrk(server, path, args.seconds, args.connections)
     finally:
         stop(server)
@@ -500,12 +525,16 @@ def profile(
             tally = timed.setdefault(view, [0, 0])
             tally[0] += int(ns)
             tally[1] += int(requests)
-    if {"plain", "tracked"} <= timed.keys():
-        per = {view: ns / requests for view, (ns, requests) in timed.items()}
+    if {"plain", "tracked", "prometheus"} <= timed.keys():
+        per = {view: ns / requests / 1e3 for view, (ns, requests) in timed.items()}
+        tracker, prom = per["tracked"] - per["plain"], per["prometheus"] - per["plain"]
         print(
-            "each view's own thread CPU, counted in the workers: tracked "
-            f"{per['tracked'] / 1e3:.1f} µs, plain {per['plain'] / 1e3:.1f} µs per request: "
-            f"the tracker in situ {(per['tracked'] - per['plain']) / 1e3:.1f} µs"
+            "each view's own thread CPU, counted in the workers (µs/request): plain "
+            f"{per['plain']:.1f}, prometheus {per['prometheus']:.1f}, tracked "
+            f"{per['tracked']:.1f}; so in situ the tracker costs {tracker:.1f} µs "
+            f"({tracker * 1e3 / tight['tracked']:.1f}x its tight loop), prometheus_client "
+            f"{prom:.1f} µs ({prom * 1e3 / tight['prometheus']:.1f}x its tight loop): "
+            f"tracker ÷ prometheus in situ {tracker / prom:.2f}x"
         )
 
 
@@ -549,7 +578,11 @@ def main() -> None:
         database_url = "sqlite:///" + str(Path(tempfile.gettempdir()) / "ferrox_bench_served.db")
     sys.path.insert(0, str(BENCH))
     tight = tight_loop_ns(20_000, 5)
-    print(f"tight loop, the view's live.track call in-process: {tight:.0f} ns/request (thread CPU)")
+    print(
+        f"tight loops in this process (thread CPU): the view's live.track block "
+        f"{tight['tracked']:.0f} ns/request, its prometheus_client updates "
+        f"{tight['prometheus']:.0f} ns/request"
+    )
     tmp = Path(tempfile.mkdtemp(prefix="servedbench_"))
     tracked_archived = 0
     try:
@@ -560,7 +593,7 @@ def main() -> None:
             report(kind, runs, tight)
             if args.profile:
                 if spy := py_spy():
-                    profile(kind, database_url, archive, args, tmp, spy)
+                    profile(kind, database_url, archive, args, tmp, spy, tight)
                 else:
                     print("--profile: py-spy not found (pip install py-spy in a venv)")
             if archive:
