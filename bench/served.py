@@ -431,7 +431,7 @@ CATEGORIES = [
     ("heartbeat: the state document (breakdown fold, octaves)", "Heartbeat.document", ""),
     ("heartbeat: the rest (host file, database row)", "Heartbeat._run", ""),
     ("archive writer thread", "ArchiveWriter", ""),
-    ("other ferrox_stats code", "ferrox_stats", ""),
+    ("other ferrox_stats code", "ferrox_stats/", ""),
     ("gunicorn + Django outside the view", "", ""),
 ]
 
@@ -446,7 +446,9 @@ def categorize(raw: Path) -> tuple[int, collections.Counter[str], collections.Co
         stack, _, count = line.rpartition(" ")
         n = int(count)
         total += n
-        frames = stack.split(";")
+        # Under ASGI every request enters through ferrox_stats.asgi.wrap's application:
+        # its frame is left out, or everything beneath it would count as ours.
+        frames = [f for f in stack.split(";") if not f.startswith("wrap.<locals>.application")]
         for name, outer, inner in CATEGORIES:
             at = next((i for i, f in enumerate(frames) if outer in f), None)
             if at is None or not any(inner in f for f in frames[at + 1 :] or [""]):
