@@ -54,7 +54,7 @@ BENCHES: dict[str, Bench] = {
     ),
     "api": Bench(
         "api.py",
-        "--rows 20000 --rounds 5 --requests 20 --calls 4 --history-rounds 5 --profile 0",
+        "--rows 20000 --rounds 5 --requests 20 --calls 4 --history-rounds 5 --profile 50",
         r"goal|deep/first",
         "PostgreSQL",
     ),
