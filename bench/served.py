@@ -360,7 +360,7 @@ def measure(
     names = list(servers)
     for name, server in servers.items():
         # Warm-up: imports, the recorder, its first heartbeats (the first tick imports).
-        wrk(server, SERVERS[name][1], max(seconds, 5.0), connections)
+        wrk(server, SERVERS[name][1], max(seconds, 3.0), connections)
     runs: dict[str, list[Run]] = {name: [] for name in names}
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
