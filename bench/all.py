@@ -59,10 +59,10 @@ BENCHES: dict[str, Bench] = {
         "PostgreSQL",
     ),
     "archive_write": Bench(
-        "archive_write.py", "--rows 20000 --rounds 3", r"archiver", "PostgreSQL"
+        "archive_write.py", "--rows 10000 --rounds 3", r"archiver vs|alone", "PostgreSQL"
     ),
     "archive_writers": Bench(
-        "archive_writers.py", "--rows 10000 --rounds 1 --writers 1 2", r"x\b|goal", "PostgreSQL"
+        "archive_writers.py", "--rows 10000 --rounds 1 --writers 1 2", r"writer\(s\)", "PostgreSQL"
     ),
     "archive_read": Bench(
         "archive_read.py",
