@@ -27,7 +27,7 @@ from ..core.requests import Record, Stats, entry
 from ..core.ring import Page
 from .base import FerroxJSONRenderer
 
-__all__ = ["ROWS_KEPT", "RingDocument", "RingPageRenderer", "RowJSON"]
+__all__ = ["ROWS_KEPT", "ROW_JSON", "RingDocument", "RingPageRenderer", "RowJSON", "splice"]
 
 ROWS_KEPT = 1024
 """Rows whose JSON is kept (the newest by seq); the memory bound is twice this."""
@@ -106,8 +106,14 @@ class RowJSON:
     def __len__(self) -> int:
         return len(self._state[2])
 
+    def clear(self) -> None:
+        """Forget every kept row (a benchmark's poll that encodes every row)."""
+        with self._lock:
+            self._state = (None, None, {})
 
-_ROW_JSON = RowJSON()
+
+ROW_JSON = RowJSON()
+"""The process's kept rows, shared by every ring poll."""
 
 
 class RingPageRenderer(FerroxJSONRenderer):
@@ -134,7 +140,7 @@ class RingPageRenderer(FerroxJSONRenderer):
             return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
 
         key = (self.encoder_class, self.ensure_ascii, self.strict, separators)
-        rows = _ROW_JSON.encoded(data.stats, data.page, encode, key)
+        rows = ROW_JSON.encoded(data.stats, data.page, encode, key)
         return splice(data.build(replace(data.page, rows=())), rows, encode, separators)
 
 
