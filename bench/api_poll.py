@@ -25,12 +25,12 @@ Part 2, in-process: the same urlconf and variants through Django's test ``Client
 Part 3, the parts of one poll without HTTP: the page from kept rows; every row encoded;
 DRF's renderer on the whole document (what the view did before); orjson on it (when
 importable: ``PYTHONPATH`` may name a side venv's site-packages); ``JsonResponse``'s
-encoding of the prebuilt document.
+encoding of the prebuilt document. ``--profile N``: N in-process polls under cProfile.
 
 Run from the repository root::
 
     PYTHONPATH=. python bench/api_poll.py [--quick] [--rounds 7] [--duration 4]
-        [--connections 4] [--servers asgi,sync] [--no-http]
+        [--connections 4] [--servers asgi,sync] [--no-http] [--profile 500]
 
 ``--quick`` (about a minute): 3 rounds of 2 s, no cold or floor variants.
 """
@@ -261,6 +261,35 @@ def in_process(args: argparse.Namespace, secret: str) -> None:
     table(rate, cpu, "requests/s")
 
 
+def profile(args: argparse.Namespace, secret: str) -> None:
+    """Where an in-process poll's time goes now: cProfile, top functions by cumulative time."""
+    import cProfile
+    import io
+    import pstats
+
+    import poll_urls
+    from django.test import Client
+
+    client = Client()
+    path = f"{PREFIX}/v1/requests{poll_urls.QUERY}"
+    bearer = {"Authorization": f"Bearer {secret}"}
+    for _ in range(10):
+        client.get(path, headers=bearer)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.profile):
+        client.get(path, headers=bearer)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).strip_dirs().sort_stats("cumulative").print_stats(25)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if "ncalls" in line)
+    print(f"\n### cProfile: {args.profile} in-process polls with a read token, top 25\n")
+    print("```")
+    print("\n".join(line.rstrip() for line in lines[start:] if line.strip()))
+    print("```")
+
+
 def parts(args: argparse.Namespace) -> None:
     """Part 3: one 100-row poll's encoding, without HTTP."""
     import poll_urls
@@ -322,6 +351,7 @@ def main() -> None:
     parser.add_argument("--servers", default="asgi,sync")
     parser.add_argument("--requests", type=int, default=50, help="in-process, per round")
     parser.add_argument("--no-http", action="store_true", help="in-process parts only")
+    parser.add_argument("--profile", type=int, default=0, help="polls under cProfile; 0: none")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.duration, args.requests = 3, 2, 20
@@ -355,6 +385,8 @@ def main() -> None:
                     served(args, env, kind, secret, tmp)
         in_process(args, secret)
         parts(args)
+        if args.profile:
+            profile(args, secret)
         print(
             f"\ntotal {time.monotonic() - started:.0f} s, load average now {os.getloadavg()[0]:.1f}"
         )
