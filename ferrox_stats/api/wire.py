@@ -1,6 +1,6 @@
 """The ring polls' JSON (``/v1/requests``, ``/admin/stats``), each ring row encoded once.
 
-Most of a 100-row poll went to turning the records into wire dicts (``entry()``) and
+About half of a 100-row poll went to turning the records into wire dicts (``entry()``) and
 those into JSON, on every poll (docs/benchmarks.md, "perf-poll"). A ring row never
 changes once pushed, and pollers read the ring's tail, so ``RingPageRenderer`` encodes
 a row on the first poll that returns it, keeps the bytes, and joins the kept bytes into
