@@ -23,9 +23,11 @@ from .. import access, documents, fleet, live
 from ..archive import export
 from ..archive.queries import CommitCursor, Cursor
 from ..conf import conf
+from ..core.requests import Record
+from ..core.ring import Page
 from ..ingest import ACCEPTED, DUPLICATE, REJECTED, describe_name, ingest, string_problem
 from ..models import ApiToken, FinishedRequest
-from . import errors, serializers
+from . import errors, serializers, wire
 from .base import FerroxView, documented
 from .filters import HistoryFilter
 from .params import clamped_limit, non_negative_int, only_known
@@ -65,6 +67,7 @@ def _ring_page(request: Request, recorder: live.Recorder) -> Any:
 
 class RequestsView(FerroxView):
     endpoint_name = "requests"
+    renderer_classes = [wire.RingPageRenderer]  # each row's JSON encoded once
 
     @documented(
         summary="Finished requests since a cursor (this process's ring)",
@@ -83,7 +86,9 @@ class RequestsView(FerroxView):
         responses={200: serializers.RingPageSerializer, **ERRORS},
     )
     def get(self, request: Request) -> Response:
-        return Response(documents.ring_page(_ring_page(request, live.get_recorder())))
+        recorder = live.get_recorder()
+        page = _ring_page(request, recorder)
+        return Response(wire.RingDocument(recorder.stats, page, documents.ring_page))
 
 
 class StatsView(FerroxView):
@@ -100,6 +105,7 @@ class StatsView(FerroxView):
 
 class AdminStatsView(FerroxView):
     endpoint_name = "admin_stats"
+    renderer_classes = [wire.RingPageRenderer]  # each row's JSON encoded once
 
     @documented(
         summary="What the dashboard polls: a ring page, summaries and live counters",
@@ -110,7 +116,12 @@ class AdminStatsView(FerroxView):
     def get(self, request: Request) -> Response:
         recorder = live.get_recorder()
         page = _ring_page(request, recorder)
-        return Response(documents.admin_stats(page, recorder.snapshot()))
+        snapshot = recorder.snapshot()
+
+        def document(page: Page[Record]) -> dict[str, Any]:
+            return documents.admin_stats(page, snapshot)
+
+        return Response(wire.RingDocument(recorder.stats, page, document))
 
 
 class FleetView(FerroxView):
