@@ -42,9 +42,16 @@ def id_swap(answer_id: Any, request_id: str | None) -> Callable[[bytes], bytes]:
     found = re.compile(rb'("id"\s*:\s*)' + re.escape(theirs))
     ours = json.dumps(request_id).encode()
 
+    # Engines write ``"id":"…"`` without a space: a plain replace then, the regex
+    # (any spacing) otherwise.
+    compact, compact_ours = b'"id":' + theirs, b'"id":' + ours
+
     def swap(data: bytes) -> bytes:
         if theirs not in data:  # a substring test first: most events pay no regex
             return data
+        # The same first match as the regex: the first "id" is the compact one.
+        if (at := data.find(compact)) >= 0 and at == data.find(b'"id"'):
+            return data[:at] + compact_ours + data[at + len(compact) :]
         return found.sub(lambda match: match.group(1) + ours, data, count=1)
 
     return swap

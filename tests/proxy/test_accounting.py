@@ -165,3 +165,21 @@ def test_own_id_replaces_only_the_answers_id(
     data: bytes, answer_id: object, expected: bytes
 ) -> None:
     assert own_id(data, answer_id, "ours") == expected
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"id":"up-1","object":"chat.completion.chunk"}',  # what engines write
+        b'{"id" : "up-1","object":"chat.completion.chunk"}',  # any spacing
+        # An earlier "id" that is not the key: the regex's first match, not the compact one.
+        b'{"choices":[{"delta":{"content":"id"}}],"id": "up-1","x":{"id":"up-1"}}',
+        b'{"object":"chunk"}',  # no id
+    ],
+)
+def test_the_ids_fast_replace_swaps_what_the_regex_would(data: bytes) -> None:
+    swapped = own_id(data, "up-1", "chatcmpl-ours")
+    document = json.loads(swapped)
+    assert document.get("id") in (None, "chatcmpl-ours")
+    assert swapped.count(b"chatcmpl-ours") == (1 if b"up-1" in data else 0)
+    assert swapped.replace(b"chatcmpl-ours", b"up-1") == data
