@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 import httpx
@@ -99,14 +99,17 @@ class RelayStream:
 
         async def pump() -> None:
             nonlocal held
+            # aclosing: a pump cancelled while it waits for the client still ends the
+            # relay (its finally closes the upstream answer) now, not when collected.
             try:
-                async for out in self._relay():
-                    ready.append(out)
-                    held += len(out)
-                    woken.set()
-                    if held > _HELD_BYTES:
-                        drained.clear()
-                        await drained.wait()
+                async with contextlib.aclosing(self._relay()) as relayed:
+                    async for out in relayed:
+                        ready.append(out)
+                        held += len(out)
+                        woken.set()
+                        if held > _HELD_BYTES:
+                            drained.clear()
+                            await drained.wait()
             finally:
                 woken.set()
 
@@ -135,7 +138,7 @@ class RelayStream:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    async def _relay(self) -> AsyncIterator[bytes]:
+    async def _relay(self) -> AsyncGenerator[bytes, None]:
         tracker, reader = self._tracker, self._reader
         failure: BaseException | None = None
         try:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ferrox_stats import live
@@ -225,6 +225,7 @@ class ParsingEveryEvent(StreamReader):
         return None
 
 
+@settings(deadline=None)  # a loaded machine must not fail it
 @given(st.lists(_chunks, max_size=12), st.booleans())
 def test_plain_chunks_read_without_parsing_count_as_parsed_ones(
     chunks: list[dict[str, Any]], compact: bool

@@ -191,23 +191,24 @@ def test_a_client_that_takes_nothing_holds_the_upstream_read_back() -> None:
     recorder = live.reset(FakeClock())
     body = Endless()
 
-    async def scenario() -> int:
+    answer = httpx.Response(200, stream=body)
+
+    async def scenario() -> tuple[int, bool]:
         tracker = recorder.track(stream=True).begin()
         tracker.status = 200
-        relay = RelayStream(
-            tracker, httpx.Response(200, stream=body), StreamReader(tracker, forward_usage=True)
-        )
+        relay = RelayStream(tracker, answer, StreamReader(tracker, forward_usage=True))
         parts = relay.__aiter__()
         await anext(parts)  # the client takes one part, then nothing
         for _ in range(2000):
             await asyncio.sleep(0)
         read_while_waiting = body.sent
         await parts.aclose()
-        return read_while_waiting
+        return read_while_waiting, answer.is_closed
 
-    read = asyncio.run(scenario())
+    read, closed = asyncio.run(scenario())
     event = len(_content("x" * 100))
     assert read * event < 2 * stream._HELD_BYTES + 2 * event
+    assert closed  # as the client left, not when the loop collects the relay
     (record,) = [r for _, r in recorder.stats.since(0, 10).rows]
     assert record.aborted == "client_disconnect"
     assert recorder.serving.active == 0
