@@ -35,7 +35,9 @@ Django answers it), and if ``MIDDLEWARE`` has Django's ``SecurityMiddleware`` (o
 subclass), its hooks run around the view: the HTTPS redirect, HSTS, ``nosniff``,
 Referrer-Policy and Cross-Origin-Opener-Policy, exactly as configured. They are called
 inline on the event loop (they read settings and set headers), not through the thread
-hops ``MiddlewareMixin`` takes under ASGI.
+hops ``MiddlewareMixin`` takes under ASGI. The ``request_started`` and
+``request_finished`` signals are sent as Django sends them, but on the loop's thread
+when only Django's own receivers listen (``_sends_inline``).
 """
 
 from __future__ import annotations
