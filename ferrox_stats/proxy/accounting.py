@@ -20,6 +20,8 @@ from .errors import UPSTREAM_STREAM_ERROR
 
 # SSE events end with a blank line; engines write \n, the spec also allows \r\n.
 _EVENT_ENDS = (b"\n\n", b"\r\n\r\n")
+# Keys that make a chunk more than content: it is parsed (StreamReader._plain_tokens).
+_NOT_PLAIN = (b'"usage"', b'"error"', b'"reasoning', b'"tool_calls"', b"\r")
 
 
 def _int(value: Any) -> int | None:
@@ -42,9 +44,16 @@ def id_swap(answer_id: Any, request_id: str | None) -> Callable[[bytes], bytes]:
     found = re.compile(rb'("id"\s*:\s*)' + re.escape(theirs))
     ours = json.dumps(request_id).encode()
 
+    # Engines write ``"id":"…"`` without a space: a plain replace then, the regex
+    # (any spacing) otherwise.
+    compact, compact_ours = b'"id":' + theirs, b'"id":' + ours
+
     def swap(data: bytes) -> bytes:
         if theirs not in data:  # a substring test first: most events pay no regex
             return data
+        # The same first match as the regex: the first "id" is the compact one.
+        if (at := data.find(compact)) >= 0 and at == data.find(b'"id"'):
+            return data[:at] + compact_ours + data[at + len(compact) :]
         return found.sub(lambda match: match.group(1) + ours, data, count=1)
 
     return swap
@@ -115,7 +124,7 @@ class StreamReader:
     the upstream sends one, makes the totals exact when the stream ends.
     """
 
-    __slots__ = ("_pending", "_swap", "_tracker", "done", "forward_usage")
+    __slots__ = ("_model", "_pending", "_swap", "_tracker", "done", "forward_usage")
 
     def __init__(self, tracker: Tracker, *, forward_usage: bool) -> None:
         self._tracker = tracker
@@ -123,6 +132,9 @@ class StreamReader:
         # Gives each event the request's id in place of the upstream's, once the first
         # chunk has named it (every chunk carries the same one).
         self._swap: Callable[[bytes], bytes] | None = None
+        # The last parsed chunk's model as JSON, to tell a plain content chunk that
+        # names the same model without parsing it (``_plain_tokens``).
+        self._model = b""
         # False when the pass-through added include_usage: the client never asked.
         self.forward_usage = forward_usage
         # Whether the upstream ended its stream properly ("data: [DONE]").
@@ -152,6 +164,44 @@ class StreamReader:
             self._read(rest)
         return self._swap(rest) if self._swap else rest
 
+    def _plain_tokens(self, event: bytes) -> int | None:
+        """The tokens in ``event`` if it is a plain chunk, read without parsing it: one
+        ``data:`` line, one choice, the model of the chunk before, nothing but content
+        (no finish reason, usage, error, reasoning or tool call). ``None`` for any other
+        event, which is parsed.
+
+        The markers are keys followed by ``:`` or ``": "`` (compact JSON, or Python's
+        default), as the event writes them; written any other way, nothing matches and
+        the event is parsed. Inside a JSON string every quote is escaped, so a token's
+        text cannot fake a key.
+        """
+        if self._swap is None or not event.startswith(b"data:") or b"\n" in event:
+            return None
+        colon = b": " if b'": ' in event else b":"
+        if (
+            event.count(b'"index"' + colon) != 1
+            or b'"choices"' + colon + b"[{" not in event
+            or event.count(b'"finish_reason"') != event.count(b'"finish_reason"' + colon + b"null")
+        ):
+            return None
+        models = event.count(b'"model"')
+        if models > 1 or (
+            models and (not self._model or b'"model"' + colon + self._model not in event)
+        ):
+            return None
+        for other in _NOT_PLAIN:
+            if other in event:
+                return None
+        content, text = event.count(b'"content"'), event.count(b'"text"')  # chat, completions
+        if content + text == 0:
+            return 0
+        if content + text > 1:
+            return None
+        key = (b'"content"' if content else b'"text"') + colon
+        if key + b'""' in event or key + b"null" in event:
+            return 0
+        return 1 if key + b'"' in event else None
+
     @staticmethod
     def _next_end(buffer: bytes, start: int) -> tuple[int, int]:
         found, width = -1, 0
@@ -163,6 +213,10 @@ class StreamReader:
 
     def _read(self, event: bytes) -> bool:
         """Account for one event; whether it goes on to the client."""
+        if (produced := self._plain_tokens(event)) is not None:
+            if produced:
+                self._tracker.tokens(completion=produced)
+            return True
         data = [
             line[5:].removeprefix(b" ") for line in event.splitlines() if line.startswith(b"data:")
         ]
@@ -186,6 +240,7 @@ class StreamReader:
             self._swap = id_swap(chunk.get("id"), tracker.request_id)
         if isinstance(model := chunk.get("model"), str):
             tracker.model = model
+            self._model = json.dumps(model).encode()
         choices = chunk.get("choices")
         if isinstance(choices, list):
             produced = 0

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ferrox_stats import live
@@ -165,3 +165,83 @@ def test_own_id_replaces_only_the_answers_id(
     data: bytes, answer_id: object, expected: bytes
 ) -> None:
     assert own_id(data, answer_id, "ours") == expected
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"id":"up-1","object":"chat.completion.chunk"}',  # what engines write
+        b'{"id" : "up-1","object":"chat.completion.chunk"}',  # any spacing
+        # An earlier "id" that is not the key: the regex's first match, not the compact one.
+        b'{"choices":[{"delta":{"content":"id"}}],"id": "up-1","x":{"id":"up-1"}}',
+        b'{"object":"chunk"}',  # no id
+    ],
+)
+def test_the_ids_fast_replace_swaps_what_the_regex_would(data: bytes) -> None:
+    swapped = own_id(data, "up-1", "chatcmpl-ours")
+    document = json.loads(swapped)
+    assert document.get("id") in (None, "chatcmpl-ours")
+    assert swapped.count(b"chatcmpl-ours") == (1 if b"up-1" in data else 0)
+    assert swapped.replace(b"chatcmpl-ours", b"up-1") == data
+
+
+# Chunks as engines write them: compact JSON or Python's default spacing, any text.
+_texts = st.text(st.characters(codec="utf-8"), max_size=8) | st.sampled_from(
+    ['"usage"', 'say ": "content":""', '\\"index": 0', '"model":"m"', "\n", ""]
+)
+_deltas = st.one_of(
+    st.builds(lambda text: {"content": text}, _texts),
+    st.just({"role": "assistant", "content": ""}),
+    st.just({"content": None}),
+    st.just({}),
+    st.builds(lambda text: {"reasoning_content": text}, _texts),
+    st.just({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}),
+)
+_choices = st.builds(
+    lambda delta, finish, text: (
+        {"index": 0, "finish_reason": finish, "delta": delta}
+        if text is None
+        else {"index": 0, "finish_reason": finish, "text": text}
+    ),
+    _deltas,
+    st.none() | st.just("stop"),
+    st.none() | _texts,
+)
+_chunks = st.builds(
+    lambda model, choices, usage: {
+        "id": "up-1",
+        "model": model,
+        "choices": choices,
+        **({"usage": {"completion_tokens": 7}} if usage else {}),
+    },
+    st.sampled_from(["m", "m-2", "mé"]),
+    st.lists(_choices, max_size=2),
+    st.booleans(),
+)
+
+
+class ParsingEveryEvent(StreamReader):
+    def _plain_tokens(self, event: bytes) -> int | None:
+        return None
+
+
+@settings(deadline=None)  # a loaded machine must not fail it
+@given(st.lists(_chunks, max_size=12), st.booleans())
+def test_plain_chunks_read_without_parsing_count_as_parsed_ones(
+    chunks: list[dict[str, Any]], compact: bool
+) -> None:
+    """The byte-level reading of plain content chunks gives what parsing each would."""
+    separators = (",", ":") if compact else (", ", ": ")
+    events = [b"data: " + json.dumps(c, separators=separators).encode() + b"\n\n" for c in chunks]
+    stream = b"".join(events) + DONE
+    read = []
+    for plain in (True, False):
+        tracker = _tracker()
+        tracker.request_id = "chatcmpl-ours"
+        reader = (StreamReader if plain else ParsingEveryEvent)(tracker, forward_usage=True)
+        out = reader.feed(stream) + reader.flush()
+        read.append(
+            (out, tracker._completion_seen, tracker.model, tracker.finish_reason, tracker.error)
+        )
+        live.reset()
+    assert read[0] == read[1]

@@ -9,12 +9,13 @@ from typing import Any
 import httpx
 import pytest
 from django.conf.urls.i18n import i18n_patterns
+from django.core.signals import request_finished, request_started
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
 from ferrox_stats import live
-from ferrox_stats.asgi import PassThroughRoutes, wrap
+from ferrox_stats.asgi import PassThroughHandler, PassThroughRoutes, _sends_inline, wrap
 from ferrox_stats.proxy.clients import aclose_clients
 from tests.asgi_server import serve
 from tests.proxy.conftest import LoopCapture, Plane
@@ -300,3 +301,30 @@ def test_the_security_headers_are_on_pass_through_answers(
     assert response.headers["Referrer-Policy"] == "same-origin"
     assert response.headers["Cross-Origin-Opener-Policy"] == "same-origin"
     assert recording == []  # served by the lean path
+
+
+@through_django
+def test_the_lean_path_sends_the_request_signals(settings: Any, recording: list[str]) -> None:
+    """Django's own housekeeping receivers alone are called on the loop (no thread hop);
+    a project's receivers are called as Django calls them, on both signals."""
+    assert _sends_inline(request_started, PassThroughHandler)
+    assert _sends_inline(request_finished, PassThroughHandler)
+    seen: list[str] = []
+
+    def started(sender: Any, **kwargs: Any) -> None:
+        seen.append("started")
+
+    def finished(sender: Any, **kwargs: Any) -> None:
+        seen.append("finished")
+
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+        assert not _sends_inline(request_started, PassThroughHandler)
+        with serve(lean_app(settings, UnderPrefix)) as url:
+            assert is_pass_through(httpx.get(f"{url}/llm/v1/models"))
+    finally:
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
+    assert seen == ["started", "finished"]
+    assert recording == []  # the lean path answered it
