@@ -8,8 +8,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from ferrox_stats import auth_failures, live
+
+# No hypothesis deadline anywhere: a test asserts behaviour, never speed (bench/ measures
+# that), and a deadline fails a correct example whenever the machine is busy (CI's legs
+# run beside other work; one loaded run failed test_breakdown_export so).
+hypothesis_settings.register_profile("ferrox_stats", deadline=None)
+hypothesis_settings.load_profile("ferrox_stats")
 
 
 class FakeClock:
