@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
 import httpx
@@ -32,8 +31,6 @@ def _in_background(work: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
 # send meanwhile, before its connection is dropped instead of going back to the pool.
 _AFTER_DONE_S = 5.0
 _AFTER_DONE_BYTES = 64 * 1024
-# How much the relay reads ahead of a client that is slower than the upstream.
-_HELD_BYTES = 64 * 1024
 
 
 async def _rest_of_body(
@@ -80,65 +77,9 @@ class RelayStream:
         self._rest: asyncio.Task[bytes] | None = None
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._batched()
+        return self._relay()
 
-    async def _batched(self) -> AsyncIterator[bytes]:
-        """What ``_relay`` gives, joined into one part per wake-up of the client side.
-
-        Each part the server sends costs a write to the client's socket (most of the
-        relay's CPU per event: docs/benchmarks.md, perf-proxy). The upstream is read on a
-        task of its own; when the relay keeps up (an engine's paced tokens), each event
-        still goes out alone, at once; when events arrive faster than they are sent
-        (several in one socket read), they go out together in one write. At most
-        ``_HELD_BYTES`` wait for the client: a slow client slows the upstream read.
-        """
-        ready: list[bytes] = []
-        held = 0
-        woken = asyncio.Event()  # something is ready, or the relay has ended
-        drained = asyncio.Event()
-
-        async def pump() -> None:
-            nonlocal held
-            # aclosing: a pump cancelled while it waits for the client still ends the
-            # relay (its finally closes the upstream answer) now, not when collected.
-            try:
-                async with contextlib.aclosing(self._relay()) as relayed:
-                    async for out in relayed:
-                        ready.append(out)
-                        held += len(out)
-                        woken.set()
-                        if held > _HELD_BYTES:
-                            drained.clear()
-                            await drained.wait()
-            finally:
-                woken.set()
-
-        task = asyncio.ensure_future(pump())
-        try:
-            while True:
-                await woken.wait()
-                woken.clear()
-                if ready:
-                    part = ready[0] if len(ready) == 1 else b"".join(ready)
-                    ready.clear()
-                    held = 0
-                    drained.set()
-                    yield part
-                elif task.done():
-                    task.result()  # the relay's own failure (a bug), if any
-                    return
-        except BaseException as exc:
-            # The client side failed or left: the request ends so (a disconnect as
-            # client_disconnect, anything else as its error), not by the pump's cancel.
-            self._tracker.close(exc)
-            raise
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-    async def _relay(self) -> AsyncGenerator[bytes, None]:
+    async def _relay(self) -> AsyncIterator[bytes]:
         tracker, reader = self._tracker, self._reader
         failure: BaseException | None = None
         try:
