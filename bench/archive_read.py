@@ -265,6 +265,11 @@ def main() -> None:
         metavar="ROWS",
         help="finally, COPY ROWS rows with each index dropped in turn: its write cost",
     )
+    parser.add_argument(
+        "--time-migration",
+        action="store_true",
+        help="after the load, time migration 0011 back and forwards on the loaded table",
+    )
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
     parser.add_argument("--database", default=DATABASE, help="created, then dropped")
     args = parser.parse_args()
@@ -314,6 +319,13 @@ def run(args: argparse.Namespace, url: str) -> None:
         )
         print("indexes:", ", ".join(row[0] for row in cursor.fetchall()))
     print(f"loaded + VACUUM ANALYZE in {load(url, n):.1f} s")
+    if args.time_migration:
+        # How long the archive's writers would wait on a plain `migrate` (README,
+        # "Upgrading a large archive"): each CREATE INDEX holds a SHARE lock.
+        for target in ("0010", "0011"):
+            start = time.perf_counter()
+            call_command("migrate", "ferrox_stats", target, verbosity=0)
+            print(f"migrate ferrox_stats {target}: {time.perf_counter() - start:.1f} s")
 
     objects = FinishedRequest.objects
     cases = filter_cases(objects, args.filters)
