@@ -9,8 +9,8 @@ finish_reason stop, no abort) is left out of its index: the (finished_at, id) in
 finds those rows densely, and every archived row then costs fewer index writes.
 
 The new indexes are built before the old ones go, so reads keep an index throughout.
-Each CREATE INDEX blocks writes to the archive while it builds (the archiver queues and
-retries); for a large archive, build them CONCURRENTLY first (README, "Upgrading a
+Each CREATE INDEX blocks writes to the archive while it builds (the archiver's batch
+waits; requests queue up); for a large archive, build them CONCURRENTLY first (README, "Upgrading a
 large archive").
 """
 
