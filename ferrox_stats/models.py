@@ -159,12 +159,36 @@ class FinishedRequest(models.Model):
             # Lookup by the id a response carried (admin search, /v1/history/<id>): the
             # unique (replica, request_id) index cannot serve request_id alone.
             models.Index(fields=["request_id"], name="ferrox_fr_request_id"),
-            models.Index(fields=["model", "finished_at"], name="ferrox_fr_model_finished"),
-            models.Index(fields=["route", "finished_at"], name="ferrox_fr_route_finished"),
-            models.Index(fields=["status", "finished_at"], name="ferrox_fr_status_finished"),
-            models.Index(fields=["outcome", "finished_at"], name="ferrox_fr_outcome_finished"),
-            models.Index(fields=["client", "finished_at"], name="ferrox_fr_client_finished"),
-            models.Index(fields=["replica", "finished_at"], name="ferrox_fr_replica_finished"),
+            # One per filter of the history page and /v1/history: the filter's column,
+            # then the keyset order, so a page of any depth is one index range read
+            # through ``queries.KeysetBeyond`` (migration 0011, docs/benchmarks.md
+            # "perf-history"). A filter's common value needs none: the
+            # (finished_at, id) index finds its rows densely, so the index leaves it
+            # out and each archived row costs fewer index writes.
+            models.Index(fields=["model", "finished_at", "id"], name="ferrox_fr_model_keyset"),
+            models.Index(fields=["route", "finished_at", "id"], name="ferrox_fr_route_keyset"),
+            models.Index(fields=["client", "finished_at", "id"], name="ferrox_fr_client_keyset"),
+            models.Index(fields=["replica", "finished_at", "id"], name="ferrox_fr_replica_keyset"),
+            models.Index(
+                fields=["status", "finished_at", "id"],
+                name="ferrox_fr_status_keyset",
+                condition=~Q(status=200),
+            ),
+            models.Index(
+                fields=["outcome", "finished_at", "id"],
+                name="ferrox_fr_outcome_keyset",
+                condition=Q(outcome__in=[OUTCOME_ERROR, OUTCOME_ABORTED]),
+            ),
+            models.Index(
+                fields=["finish_reason", "finished_at", "id"],
+                name="ferrox_fr_finish_keyset",
+                condition=~Q(finish_reason="stop"),
+            ),
+            models.Index(
+                fields=["aborted", "finished_at", "id"],
+                name="ferrox_fr_aborted_keyset",
+                condition=Q(aborted__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -124,3 +124,40 @@ def test_0010_packs_the_latency_of_rows_written_before_it_and_0009_gets_them_bac
         before,
         json.loads(broken),
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0011_swaps_each_filter_index_for_a_keyset_one_and_back() -> None:
+    old = {f"ferrox_fr_{c}_finished" for c in ("model", "route", "status", "outcome", "client")}
+    old.add("ferrox_fr_replica_finished")
+    new = {
+        f"ferrox_fr_{c}_keyset"
+        for c in ("model", "route", "client", "replica", "status", "outcome", "finish", "aborted")
+    }
+
+    def indexes() -> set[str]:
+        with connection.cursor() as cursor:
+            table = FinishedRequest._meta.db_table
+            return set(connection.introspection.get_constraints(cursor, table))
+
+    previous = [("ferrox_stats", "0010_instance_state_text_latency_counts_packed")]
+    try:
+        MigrationExecutor(connection).migrate(previous)
+        before = indexes()
+        # A row the previous release wrote, with a value each partial index keeps.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO ferrox_stats_finishedrequest (request_id, finished_at, replica, "
+                "status, error, finish_reason, outcome) VALUES ('old-1', "
+                "'2026-01-01T00:00:00Z', 'gpu-1', 429, 'RateLimited', 'length', 'error')"
+            )
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    after = indexes()
+
+    assert old <= before and not new & before
+    assert new <= after and not old & after
+    for filters in ({"status": 429}, {"outcome": "error"}, {"finish_reason": "length"}):
+        page = FinishedRequest.objects.matching(filters).newest_first(None, 10)
+        assert [e["request_id"] for e in page.entries] == ["old-1"]

@@ -13,7 +13,20 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import Aggregate, Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Sum
+from django.db.models import (
+    Aggregate,
+    Avg,
+    BooleanField,
+    Count,
+    Expression,
+    F,
+    FloatField,
+    Max,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+)
 
 from ..core.summary import mean_present, percentiles
 from .rows import COLUMNS, MAX_AT_MS, MIN_AT_MS, at_ms_to_datetime, datetime_to_at_ms, row_entry
@@ -96,6 +109,57 @@ class KeysetPage:
     next_cursor: Cursor | CommitCursor | None
 
 
+class KeysetBeyond(Expression):
+    """``(finished_at, id) < (at, id)`` (or ``>``): the rows past a cursor, as ONE row
+    comparison.
+
+    PostgreSQL takes a row comparison as a single index condition on any index whose
+    columns run ``..., finished_at, id`` after the filter's equality column (migration
+    0011): a page then reads exactly its rows at any depth. The equivalent
+    ``finished_at < at OR (finished_at = at AND id < id)`` is only a filter there, and
+    its row estimate was so far off that deep pages of a rare filter were planned as
+    a bitmap scan and a sort of every older matching row (docs/benchmarks.md,
+    perf-history). SQLite reads row values too (3.15+).
+
+    It resolves to two plain columns of the query's base table, not through ``F()``
+    and ``Value()``: building a page's SQL is most of what a deep page costs beyond
+    the first one, and the ORM's general path for four expressions doubled it.
+    """
+
+    conditional = True
+    output_field = BooleanField()
+
+    def __init__(self, operator: str, after: Cursor) -> None:
+        if operator not in ("<", ">"):
+            raise ValueError(f"operator must be '<' or '>', got {operator!r}")
+        super().__init__()
+        self.operator, self.after = operator, after
+        self.columns: tuple[Any, Any] | None = None
+
+    def resolve_expression(
+        self,
+        query: Any = None,
+        allow_joins: bool = True,
+        reuse: Any = None,
+        summarize: bool = False,
+        for_save: bool = False,
+    ) -> KeysetBeyond:
+        resolved = self.copy()
+        alias = query.get_initial_alias()
+        meta = query.model._meta
+        resolved.columns = (
+            meta.get_field("finished_at").get_col(alias),
+            meta.get_field("id").get_col(alias),
+        )
+        return resolved
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        assert self.columns is not None, "KeysetBeyond is used unresolved"
+        at, row_id = (compiler.compile(column)[0] for column in self.columns)
+        moment = connection.ops.adapt_datetimefield_value(at_ms_to_datetime(self.after.at_ms))
+        return f"({at}, {row_id}) {self.operator} (%s, %s)", [moment, self.after.id]
+
+
 class PercentileDisc(Aggregate):
     """PostgreSQL's ``percentile_disc``: the nearest-rank percentile, computed in SQL."""
 
@@ -133,23 +197,12 @@ class FinishedRequestQuerySet(QuerySet[Any]):
 
     def newest_first(self, after: Cursor | None, limit: int) -> KeysetPage:
         """A page of rows older than ``after`` (newest first)."""
-        qs = self
-        if after is not None:
-            moment = at_ms_to_datetime(after.at_ms)
-            # The redundant ``<=`` gives the planner an index range on (finished_at, id).
-            qs = qs.filter(finished_at__lte=moment).filter(
-                Q(finished_at__lt=moment) | Q(finished_at=moment, id__lt=after.id)
-            )
+        qs = self if after is None else self.filter(KeysetBeyond("<", after))
         return qs.order_by("-finished_at", "-id")._page(limit)
 
     def oldest_first(self, after: Cursor | None, limit: int) -> KeysetPage:
         """A page of rows newer than ``after`` (oldest first)."""
-        qs = self
-        if after is not None:
-            moment = at_ms_to_datetime(after.at_ms)
-            qs = qs.filter(finished_at__gte=moment).filter(
-                Q(finished_at__gt=moment) | Q(finished_at=moment, id__gt=after.id)
-            )
+        qs = self if after is None else self.filter(KeysetBeyond(">", after))
         return qs.order_by("finished_at", "id")._page(limit)
 
     def committed_after(self, after: CommitCursor | None, limit: int) -> KeysetPage:
