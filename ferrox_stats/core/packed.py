@@ -13,7 +13,9 @@ against about 600 for the row kept as a tuple of objects.
 
 from __future__ import annotations
 
+import itertools
 import marshal
+from collections import defaultdict
 from collections.abc import Sequence
 from functools import partial
 from typing import Any, NamedTuple, TypeVar
@@ -31,7 +33,6 @@ _CODABLE = frozenset(
     for kinds in ({str}, {int}, {bool}, set())
     for extra in (frozenset(), frozenset({_NONE}))
 )
-_MAX_CODES = 256  # one byte per row
 
 
 def columns(cls: type[R], labels: Sequence[str]) -> Packing[R]:
@@ -42,16 +43,10 @@ def columns(cls: type[R], labels: Sequence[str]) -> Packing[R]:
     def pack(rows: list[R]) -> bytes | None:
         table: list[Any] = list(zip(*rows, strict=True))
         for i in label_columns:
-            column = table[i]
-            if frozenset(map(type, column)) in _CODABLE:
-                values = tuple(dict.fromkeys(column))
-                if len(values) <= _MAX_CODES:
-                    code = {value: n for n, value in enumerate(values)}
-                    table[i] = (values, bytes(map(code.__getitem__, column)))
-                    continue
-            table[i] = (column, None)
+            table[i] = _coded(table[i])
         try:
-            return marshal.dumps(tuple(table))
+            # Version 2: no back-references, whose bookkeeping made writing a third slower.
+            return marshal.dumps(tuple(table), 2)
         except ValueError:
             return None  # a value marshal does not write exactly (a subclass, an object)
 
@@ -63,3 +58,16 @@ def columns(cls: type[R], labels: Sequence[str]) -> Packing[R]:
         return list(map(make, zip(*table, strict=True)))
 
     return Packing(pack, unpack)
+
+
+def _coded(column: tuple[Any, ...]) -> tuple[tuple[Any, ...], bytes | None]:
+    """``(distinct values, a byte per row)``, or ``(column, None)`` when it cannot be coded."""
+    if column.count(None) == len(column) or frozenset(map(type, column)) not in _CODABLE:
+        return column, None  # all None (one byte a row either way), or mixed types
+    # One pass: a value not seen yet in this column gets the next code.
+    code: defaultdict[Any, int] = defaultdict(itertools.count().__next__)
+    try:
+        codes = bytes(map(code.__getitem__, column))
+    except ValueError:
+        return column, None  # more than 256 distinct values
+    return tuple(code), codes

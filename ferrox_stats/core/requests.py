@@ -62,7 +62,6 @@ RECORD_PACKING: Packing[Record] = columns(
         "route",
         "model",
         "status",
-        "stream",
         "finish_reason",
         "aborted",
         "error",
