@@ -19,6 +19,8 @@ Measured, in ns per call, each divided by ``main``'s in the same round:
   unpacks each block it reaches once (about 1 block in 2.5 polls).
 - ``entries tail``/``entries cold``: the same polls through ``Stats.since`` plus
   ``page_entries``, what ``/v1/requests`` pays.
+- ``summary``: ``Stats.summary()`` (percentiles over every retained record, what
+  ``admin/stats`` adds to a poll), which on ``packed`` unpacks every packed block.
 
 Ratios are medians of per-round ratios; rounds interleave the storages in rotating
 order; gc disabled while timing; CPU time of this thread (``--clock wall`` for wall).
@@ -48,7 +50,7 @@ from ferrox_stats.core.requests import MAX_PAGE
 MAIN = "9e02609"
 LIMIT = 100
 STORAGES = ("main", "objects", "packed")
-OPERATIONS = ("push", "since tail", "since cold", "entries tail", "entries cold")
+OPERATIONS = ("push", "since tail", "since cold", "entries tail", "entries cold", "summary")
 POOL = list(realistic_records(4096))
 
 
@@ -127,7 +129,12 @@ def operation(storage: Storage, name: str) -> Callable[[int], None]:
         for _ in range(n):
             page_entries(stats.since(storage.cold_cursor(), LIMIT))
 
+    def summary(n: int) -> None:
+        for _ in range(n):
+            stats.summary()
+
     return {
+        "summary": summary,
         "push": push,
         "since tail": since_tail,
         "since cold": since_cold,
@@ -149,6 +156,7 @@ def main() -> None:
     calls |= {"entries tail": 100, "entries cold": 100}
     if args.quick:
         calls = {name: n // 4 for name, n in calls.items()}
+    calls["summary"] = 1
 
     print(header())
     main_ring = main_ring_class()
@@ -170,7 +178,8 @@ def main() -> None:
                 run = operation(storages[storage], name)
                 ns.setdefault((name, storage), []).append(timed(clock, run, calls[name]))
     print(
-        f"{'operation':<13} {'main':>10} {'objects':>10} {'packed':>10} {'obj/main':>9} {'packed/main':>12}"
+        f"{'operation':<13} {'main':>12} {'objects':>12} {'packed':>12} "
+        f"{'obj/main':>9} {'packed/main':>12}"
     )
     for name in OPERATIONS:
         medians = {s: statistics.median(ns[(name, s)]) for s in STORAGES}
@@ -181,8 +190,8 @@ def main() -> None:
             for s in ("objects", "packed")
         }
         print(
-            f"{name:<13} {medians['main']:>7.0f} ns {medians['objects']:>7.0f} ns "
-            f"{medians['packed']:>7.0f} ns {ratio['objects']:>8.2f}x {ratio['packed']:>11.2f}x"
+            f"{name:<13} {medians['main']:>9.0f} ns {medians['objects']:>9.0f} ns "
+            f"{medians['packed']:>9.0f} ns {ratio['objects']:>8.2f}x {ratio['packed']:>11.2f}x"
         )
 
 

@@ -81,7 +81,8 @@ class RequestRing(Generic[T]):
         # Enough slots that a block is overwritten only once wholly evicted: sealed
         # blocks retained span at most capacity // block + 1 numbers.
         self._slots: list[list[T] | bytes | None] = [None] * (capacity // self._block + 2)
-        self._open: list[T] = []
+        # The open block, filled in place: a push stores a row, it never resizes a list.
+        self._open: list[T | None] = [None] * self._block
         self._total = 0
         self._lock = threading.Lock()
         self._packing = packing if packing and capacity >= 2 * packing.hot else None
@@ -113,9 +114,9 @@ class RequestRing(Generic[T]):
         with self._lock:
             seq = self._total
             self._total = seq + 1
-            rows = self._open
-            rows.append(row)
-            if len(rows) < self._block:
+            offset = seq % self._block
+            self._open[offset] = row
+            if offset + 1 < self._block:
                 return seq
             cold = self._seal()
         if cold is not None:
@@ -131,11 +132,12 @@ class RequestRing(Generic[T]):
             first = self._total
             done = 0
             while done < len(pending):
-                chunk = pending[done : done + block - len(self._open)]
-                self._open.extend(chunk)
+                offset = self._total % block
+                chunk = pending[done : done + block - offset]
+                self._open[offset : offset + len(chunk)] = chunk
                 done += len(chunk)
                 self._total += len(chunk)
-                if len(self._open) == block and (number := self._seal()) is not None:
+                if offset + len(chunk) == block and (number := self._seal()) is not None:
                     cold.append(number)
         for number in cold:
             self._pack(number)
@@ -146,8 +148,8 @@ class RequestRing(Generic[T]):
         rows when it is to be packed."""
         number = self._total // self._block - 1
         slots = self._slots
-        slots[number % len(slots)] = self._open
-        self._open = []
+        slots[number % len(slots)] = self._open  # type: ignore[assignment]
+        self._open = [None] * self._block
         cold = number - self._hot_blocks
         if self._packing is None or cold < 0:
             return None
@@ -204,14 +206,15 @@ class RequestRing(Generic[T]):
         value, first and end offset in it). The open block's part is a copy."""
         block = self._block
         slots = self._slots
-        open_first = self._total - len(self._open)
+        open_first = self._total - self._total % block
         parts: list[tuple[int, list[T] | bytes, int, int]] = []
         seq = start
         while seq < stop:
             number, offset = divmod(seq, block)
             end = min(stop, (number + 1) * block)
             if seq >= open_first:
-                parts.append((number, self._open[offset : end - open_first], 0, end - seq))
+                part = self._open[offset : end - open_first]
+                parts.append((number, part, 0, end - seq))  # type: ignore[arg-type]
             else:
                 stored = slots[number % len(slots)]
                 assert stored is not None
