@@ -7,8 +7,8 @@ as if it were continuous.
 
 Storage: rows live in blocks of ``block`` consecutive seqs (block ``k`` holds seqs
 ``[k * block, (k + 1) * block)``). The newest block is open and grows; a full block is
-sealed into a fixed list of slots indexed by ``k % slots``, which overwrites (evicts) a
-block wholly older than what the ring retains. A ring given a ``Packing`` keeps its
+sealed into a fixed list of slots indexed by ``k % slots``, and the block that has just
+become wholly older than what the ring retains is let go. A ring given a ``Packing`` keeps its
 newest ``hot`` rows as they are (what a poller that keeps up reads) and packs each
 older block into one compact value, unpacked again when a poll reaches it.
 """
@@ -59,8 +59,8 @@ class Packing(Generic[T]):
     block: int = 256
 
 
-DEFAULT_BLOCK = 256
-"""Rows per block of a ring without packing."""
+DEFAULT_BLOCK = 64
+"""Rows per block of a ring without packing (it holds up to two more than its capacity)."""
 
 
 class RequestRing(Generic[T]):
@@ -150,6 +150,12 @@ class RequestRing(Generic[T]):
         slots = self._slots
         slots[number % len(slots)] = self._open  # type: ignore[assignment]
         self._open = [None] * self._block
+        # Each seal moves the oldest retained seq a block on: the block now wholly older
+        # than it is let go (eviction between seals waits for the next one), so no more
+        # than capacity + 2 * block rows are ever held.
+        evicted = (self._total - self._capacity) // self._block - 1
+        if evicted >= 0:
+            slots[evicted % len(slots)] = None
         cold = number - self._hot_blocks
         if self._packing is None or cold < 0:
             return None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import marshal
+import weakref
 from dataclasses import replace
 
 import pytest
 
-from ferrox_stats.core.ring import Packing, RequestRing
+from ferrox_stats.core.ring import DEFAULT_BLOCK, Packing, RequestRing
 
 
 def filled(capacity: int, pushes: int, instance: str | None = None) -> RequestRing[str]:
@@ -266,3 +268,22 @@ def test_a_block_pack_refuses_is_kept_as_it_is() -> None:
     ring.push_many(["row0", "refused", "row2", "row3", "row4", "row5"])
     assert (ring.unpackable_blocks, ring.packed_blocks) == (1, 1)
     assert ring.rows() == ["row0", "refused", "row2", "row3", "row4", "row5"]
+
+
+class Row:
+    """A row whose liveness a test can see."""
+
+    alive: weakref.WeakSet[Row] = weakref.WeakSet()
+
+    def __init__(self) -> None:
+        Row.alive.add(self)
+
+
+@pytest.mark.parametrize("capacity", [1, 3, 64, 100, 1000])
+def test_a_ring_lets_go_of_rows_beyond_its_capacity_and_two_blocks(capacity: int) -> None:
+    Row.alive = weakref.WeakSet()
+    ring: RequestRing[Row] = RequestRing(capacity)
+    for _ in range(5 * capacity + 7):
+        ring.push(Row())
+    gc.collect()
+    assert capacity <= len(Row.alive) <= capacity + 2 * min(capacity, DEFAULT_BLOCK)
