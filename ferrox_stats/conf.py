@@ -11,7 +11,8 @@ from typing import Any
 from django.conf import settings as django_settings
 
 DEFAULTS: dict[str, Any] = {
-    # Finished requests each process keeps in memory for the since-cursor poll.
+    # Finished requests each process keeps in memory for the since-cursor poll: about
+    # 0.7 KB each, or about 110 B past the newest 1024 in a ring of 2048 or more (packed).
     "RING_CAPACITY": 1024,
     # The most rows one poll returns, whatever ``limit`` asks; at most RING_CAPACITY.
     "MAX_PAGE": 256,

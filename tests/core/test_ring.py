@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import marshal
+import weakref
+from dataclasses import replace
+
 import pytest
 
-from ferrox_stats.core.ring import RequestRing
+from ferrox_stats.core.ring import DEFAULT_BLOCK, Packing, RequestRing
 
 
 def filled(capacity: int, pushes: int, instance: str | None = None) -> RequestRing[str]:
@@ -194,3 +199,91 @@ def test_a_cursor_from_another_instance_is_a_reset_even_when_in_range() -> None:
     assert (page.reset, page.rows, page.next_cursor, page.instance) == (True, (), 3, "b")
     same = ring.since(1, 10, instance="b")
     assert (same.reset, [row for _, row in same.rows]) == (False, ["b", "c"])
+
+
+def packing(hot: int = 2, block: int = 2, calls: list[str] | None = None) -> Packing[str]:
+    """Rows packed with marshal; a block holding "refused" is refused; unpacks counted."""
+
+    def pack(rows: list[str]) -> bytes | None:
+        return None if "refused" in rows else marshal.dumps(rows)
+
+    def unpack(packed: bytes) -> list[str]:
+        if calls is not None:
+            calls.append("unpack")
+        return list(marshal.loads(packed))
+
+    return Packing(pack, unpack, hot=hot, block=block)
+
+
+def test_push_many_numbers_rows_as_pushes_do() -> None:
+    ring: RequestRing[str] = RequestRing(5, packing=packing(hot=1, block=2))
+    assert ring.push_many(f"row{n}" for n in range(3)) == 0
+    assert ring.push("row3") == 3
+    assert ring.push_many([]) == 4
+    assert ring.push_many(f"row{n}" for n in range(4, 9)) == 4
+    assert ring.recorded_total == 9
+    assert ring.rows() == [f"row{n}" for n in range(4, 9)]
+
+
+@pytest.mark.parametrize(("capacity", "packs"), [(3, False), (4, True), (10, True)])
+def test_a_ring_packs_only_when_it_holds_at_least_twice_its_hot_rows(
+    capacity: int, packs: bool
+) -> None:
+    ring: RequestRing[str] = RequestRing(capacity, packing=packing(hot=2, block=1))
+    for n in range(30):
+        ring.push(f"row{n}")
+    assert (ring.packed_blocks > 0) is packs
+    assert ring.rows() == [f"row{n}" for n in range(30 - capacity, 30)]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 7, 100])
+@pytest.mark.parametrize("cursor", [0, 9, 10, 11, 15, 18, 19, 20])
+def test_pages_of_a_packed_ring_are_the_rows_pushed(cursor: int, limit: int) -> None:
+    plain = filled(10, 20)
+    packed: RequestRing[str] = RequestRing(10, packing=packing(hot=2, block=3))
+    for n in range(20):
+        packed.push(f"row{n}")
+    assert packed.packed_blocks > 0
+    assert packed.since(cursor, limit) == replace(
+        plain.since(cursor, limit), instance=packed.instance
+    )
+
+
+def test_a_poller_paging_through_packed_rows_unpacks_each_block_once() -> None:
+    calls: list[str] = []
+    ring: RequestRing[str] = RequestRing(40, packing=packing(hot=2, block=4, calls=calls))
+    for n in range(40):
+        ring.push(f"row{n}")
+    cursor, received = 0, []
+    while cursor < ring.recorded_total:
+        page = ring.since(cursor, 1)
+        received += [row for _, row in page.rows]
+        cursor = page.next_cursor
+    assert received == [f"row{n}" for n in range(40)]
+    assert len(calls) == ring.packed_blocks == 9  # 10 blocks, the newest one hot
+
+
+def test_a_block_pack_refuses_is_kept_as_it_is() -> None:
+    ring: RequestRing[str] = RequestRing(8, packing=packing(hot=1, block=2))
+    ring.push_many(["row0", "refused", "row2", "row3", "row4", "row5"])
+    assert (ring.unpackable_blocks, ring.packed_blocks) == (1, 1)
+    assert ring.rows() == ["row0", "refused", "row2", "row3", "row4", "row5"]
+
+
+class Row:
+    """A row whose liveness a test can see."""
+
+    alive: weakref.WeakSet[Row] = weakref.WeakSet()
+
+    def __init__(self) -> None:
+        Row.alive.add(self)
+
+
+@pytest.mark.parametrize("capacity", [1, 3, 64, 100, 1000])
+def test_a_ring_lets_go_of_rows_beyond_its_capacity_and_two_blocks(capacity: int) -> None:
+    Row.alive = weakref.WeakSet()
+    ring: RequestRing[Row] = RequestRing(capacity)
+    for _ in range(5 * capacity + 7):
+        ring.push(Row())
+    gc.collect()
+    assert capacity <= len(Row.alive) <= capacity + 2 * min(capacity, DEFAULT_BLOCK)

@@ -1,26 +1,45 @@
 """RequestRing under arbitrary push/poll interleavings: a poller that passes back
-``next_cursor`` receives + misses every row pushed since its first cursor, once, in order."""
+``next_cursor`` receives + misses every row pushed since its first cursor, once, in order,
+whether the ring keeps its rows as they are or packs the older ones in blocks."""
 
 from __future__ import annotations
 
+import marshal
 from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from ferrox_stats.core.ring import RequestRing
+from ferrox_stats.core.ring import Packing, RequestRing
 
 INSTANCE = "ring-under-test"
+
+
+def pack(rows: list[str]) -> bytes | None:
+    # A block holding "refused" stays unpacked, as a block pack cannot hold exactly does.
+    return None if "refused" in rows else marshal.dumps(rows)
+
+
+packings = st.one_of(
+    st.none(),
+    st.builds(
+        Packing,
+        pack=st.just(pack),
+        unpack=st.just(marshal.loads),
+        hot=st.integers(min_value=1, max_value=3),
+        block=st.integers(min_value=1, max_value=3),
+    ),
+)
 
 
 class RingPolling(RuleBasedStateMachine):
     """Model: ``self.model`` is every row ever pushed, indexed by seq."""
 
-    @initialize(capacity=st.integers(min_value=1, max_value=8))
-    def make_ring(self, capacity: int) -> None:
+    @initialize(capacity=st.integers(min_value=1, max_value=8), packing=packings)
+    def make_ring(self, capacity: int, packing: Packing[str] | None) -> None:
         self.capacity = capacity
-        self.ring: RequestRing[str] = RequestRing(capacity, INSTANCE)
+        self.ring: RequestRing[str] = RequestRing(capacity, INSTANCE, packing)
         self.model: list[str] = []
         self.pollers: list[dict[str, Any]] = [self.new_state(0)]
 
@@ -34,6 +53,14 @@ class RingPolling(RuleBasedStateMachine):
             row = f"row{len(self.model)}"
             assert self.ring.push(row) == len(self.model)
             self.model.append(row)
+
+    @rule(n=st.integers(min_value=0, max_value=12), refused=st.booleans())
+    def push_many(self, n: int, refused: bool) -> None:
+        rows = [f"row{len(self.model) + i}" for i in range(n)]
+        if refused and rows:
+            rows[-1] = "refused"
+        assert self.ring.push_many(rows) == len(self.model)
+        self.model += rows
 
     @rule(data=st.data())
     def start_fresh_poller(self, data: st.DataObject) -> None:
