@@ -29,6 +29,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .core.breakdown import DEFAULT_FOLD_EVERY, DEFAULT_MAX_QUEUED, Breakdown
@@ -72,6 +73,12 @@ __all__ = [
 # unless it died there (an asynchronous exception); then the read goes on without it.
 _SEQ_WAIT_ATTEMPTS = 1000
 _SEQ_WAIT_S = 0.0001
+
+
+# A finished report's fields (``Recorder.end``): (now, prompt, completion, counts, seq, record).
+_COUNTS = itemgetter(3)
+_SEQ = itemgetter(4)
+_RECORD = itemgetter(5)
 
 
 class Clock(Protocol):
@@ -243,21 +250,23 @@ class Recorder:
         pending.append((now, prompt, completion, counts, seq, record))
         if len(pending) >= self._fold_at:
             self._fold_on_request(len(pending))
-        sink = self.sink
-        if sink is not None:
-            try:
-                sink.submit(seq, record)
-            except Exception:
-                # The request path never fails because the archive did; the sink
-                # counts its own drops, this counts a sink that broke its contract
-                # (logged the first time, with its traceback).
-                self.sink_errors += 1
-                if self.sink_errors == 1:
-                    logger.exception(
-                        "ferrox_stats: the archive sink raised; the record is kept in "
-                        "memory only (later failures are only counted, in sink_errors)"
-                    )
+        if self.sink is not None:
+            self._submit(seq, record)
         return seq
+
+    def _submit(self, seq: int, record: Record) -> None:
+        try:
+            self.sink.submit(seq, record)  # type: ignore[union-attr]
+        except Exception:
+            # The request path never fails because the archive did; the sink counts
+            # its own drops, this counts a sink that broke its contract (logged the
+            # first time, with its traceback).
+            self.sink_errors += 1
+            if self.sink_errors == 1:
+                logger.exception(
+                    "ferrox_stats: the archive sink raised; the record is kept in "
+                    "memory only (later failures are only counted, in sink_errors)"
+                )
 
     def observe_tokens(self, now: float, prompt: int = 0, completion: int = 0) -> None:
         """Token deltas seen at ``now`` (``ServingStats.observe_tokens``, queued)."""
@@ -358,50 +367,55 @@ class Recorder:
         self.seq_waits += 1
 
     def _settle(self, batch: list[tuple[Any, ...]], early: dict[int, Record]) -> None:
-        # In queue order: the rate windows get the samples in the order the requests
-        # reported them, as when each took the lock itself.
+        # In C-level passes over the batch where it can. The rate windows get their
+        # (now, delta) samples in queue order: the order in which the requests reported
+        # them, as when each took the lock itself.
         serving = self._serving
-        observe_tokens = serving.observe_tokens_locked
-        count = serving.count_finished_locked
-        observe = self._breakdown.observe
-        records = []
+        prefill = [(item[0], item[1]) for item in batch if item[1]]
+        decode = [(item[0], item[2]) for item in batch if item[2]]
+        finished = [item for item in batch if len(item) == 6]
+        counts = list(map(_COUNTS, finished))
+        errors = counts.count(COUNTS_ERROR)
         with serving.lock:
-            for item in batch:
-                if len(item) == 3:
-                    observe_tokens(*item)
-                    continue
-                now, prompt, completion, counts, seq, record = item
-                if counts == COUNTS_COMPLETED:
-                    count()
-                elif counts == COUNTS_ERROR:
-                    count(None, True)
-                elif counts == COUNTS_INGESTED:
-                    count(record.aborted, record.error is not None)
-                if prompt or completion:
-                    observe_tokens(now, prompt, completion)
-                early[seq] = record
-                records.append(record)
-        for record in records:
-            try:
-                observe(record)
-            except Exception:
-                self._breakdown_failed()
+            serving.observe_many_locked(prefill, decode)
+            serving.count_completed_locked(counts.count(COUNTS_COMPLETED) + errors, errors)
+            if COUNTS_INGESTED in counts:
+                for item in finished:
+                    if item[3] == COUNTS_INGESTED:
+                        record = item[5]
+                        serving.count_finished_locked(record.aborted, record.error is not None)
+        records = list(map(_RECORD, finished))
+        early.update(zip(map(_SEQ, finished), records, strict=True))
+        try:
+            self._breakdown.observe_many(records)
+        except Exception:
+            self._breakdown_failed(len(records))
 
     def _expose(self, early: dict[int, Record], expected: int) -> int:
         # Push the records from ``expected`` on, in seq order, while there is no gap.
-        push = self._stats.record
-        while (record := early.pop(expected, None)) is not None:
-            seq = push(record)
-            assert seq == expected, "only the recorder pushes to its ring"
-            expected += 1
-        return expected
+        # Every seq held is >= expected (the lower ones are in the ring), each once.
+        if not early:
+            return expected
+        if min(early) == expected and max(early) == expected + len(early) - 1:
+            # The usual fold: no gap, all of them (in C-level passes).
+            rows = list(map(early.__getitem__, range(expected, expected + len(early))))
+            early.clear()
+        else:
+            rows = []
+            while (record := early.pop(expected + len(rows), None)) is not None:
+                rows.append(record)
+        if rows:
+            first = self._stats.ring.push_many(rows)
+            assert first == expected, "only the recorder pushes to its ring"
+        return expected + len(rows)
 
-    def _breakdown_failed(self) -> None:
-        # A record the breakdown cannot count (a negative or infinite time in a host's
+    def _breakdown_failed(self, records: int) -> None:
+        # Records the breakdown cannot count (a negative or infinite time in a host's
         # own Record) must not fail the request that finished (nor the read that folds
-        # it). Called in an except block.
-        self._breakdown_errors += 1
-        if self._breakdown_errors == 1:
+        # them). Called in an except block.
+        first = self._breakdown_errors == 0
+        self._breakdown_errors += records
+        if first:
             logger.exception(
                 "ferrox_stats: a record could not be counted in the breakdown (later "
                 "ones are only counted, in Recorder.breakdown_errors)"

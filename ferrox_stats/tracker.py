@@ -268,11 +268,18 @@ class Tracker:
             COUNTS_NOTHING
             if aborting is None or aborting
             else COUNTS_ERROR
-            if self.error
+            if self.error is not None
             else COUNTS_COMPLETED
         )
-        self.seq = recorder.end(record, counts, now, prompt_extra, completion_extra)
-        return self.seq
+        # ``Recorder.end``, inlined: the seq, one report queued, the sink.
+        self.seq = seq = next(recorder._seqs)
+        pending = recorder._pending
+        pending.append((now, prompt_extra, completion_extra, counts, seq, record))
+        if len(pending) >= recorder._fold_at:
+            recorder._fold_on_request(len(pending))
+        if recorder.sink is not None:
+            recorder._submit(seq, record)
+        return seq
 
 
 # ``Record(...)`` goes through the NamedTuple's Python-level __new__; the tuple's own

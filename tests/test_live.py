@@ -299,10 +299,11 @@ def test_a_breakdown_that_raises_is_logged_once_and_never_fails_the_request(
 ) -> None:
     recorder = live.Recorder(clock=clock)
 
-    def broken(record: Record) -> None:
+    def broken(records: object) -> None:
         raise RuntimeError("a bug of ours")
 
-    monkeypatch.setattr(recorder.breakdown, "observe", broken)
+    # What the recorder hands the breakdown its records with (when it folds them).
+    monkeypatch.setattr(recorder.breakdown, "observe_many", broken)
     with caplog.at_level(logging.WARNING, logger="ferrox_stats.live"):
         for _ in range(2):
             with recorder.track() as t:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -71,6 +72,17 @@ class RequestRing(Generic[T]):
             self._slots[seq % self._capacity] = row
             self._total = seq + 1
             return seq
+
+    def push_many(self, rows: Sequence[T]) -> int:
+        """``push`` each of ``rows``, in order, under one lock; return the first one's seq."""
+        with self._lock:
+            first = self._total
+            capacity = self._capacity
+            slots = self._slots
+            for seq, row in enumerate(rows, first):
+                slots[seq % capacity] = row
+            self._total = first + len(rows)
+            return first
 
     def since(self, cursor: int, limit: int, instance: str | None = None) -> Page[T]:
         """Rows with ``seq >= cursor`` still retained, oldest first, at most ``limit``.

@@ -15,8 +15,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from .rate import DEFAULT_SAMPLE_CAP, RateReading, RateWindow
+
+_AMOUNT = itemgetter(1)
 
 CLIENT_DISCONNECT = "client_disconnect"
 EXPLICIT = "explicit"
@@ -102,6 +105,13 @@ class ServingStats:
             self.count_finished_locked(None, error)
         return True
 
+    def count_completed_locked(self, completed: int, errors: int) -> None:
+        """``completed`` requests (``count_finished`` without an abort), ``errors`` of them
+        with an error; for an owner holding ``lock``."""
+        self._completed += completed
+        if errors:
+            self._aborts[ERROR] = self._aborts.get(ERROR, 0) + errors
+
     def leave(self, key: Hashable) -> bool | None:
         """Take ``key`` out of flight without counting it; whether it was aborting
         (``None``: it was not in flight). The caller counts it later, as ``finish`` would
@@ -151,6 +161,18 @@ class ServingStats:
         if completion:
             self._completion_tokens_total += completion
             self.decode.observe_locked(now, completion)
+
+    def observe_many_locked(
+        self, prefill: list[tuple[float, int]], decode: list[tuple[float, int]]
+    ) -> None:
+        """``observe_tokens_locked`` of many reports, split: each ``(now, delta)`` with a
+        prompt delta, then each with a completion delta, each list in report order."""
+        if prefill:
+            self._prompt_tokens_total += sum(map(_AMOUNT, prefill))
+            self.prefill.observe_many_locked(prefill)  # type: ignore[arg-type]
+        if decode:
+            self._completion_tokens_total += sum(map(_AMOUNT, decode))
+            self.decode.observe_many_locked(decode)  # type: ignore[arg-type]
 
     @property
     def active(self) -> int:
