@@ -488,6 +488,7 @@ def main() -> None:
         default=4,
         help="threads sharing one recorder in the concurrency section (0: skip it)",
     )
+    parser.add_argument("--threads-only", action="store_true", help="run only the threads section")
     parser.add_argument(
         "--before", metavar="DIR", help="also time `tracked` on DIR's ferrox_stats (a checkout)"
     )
@@ -505,13 +506,10 @@ def main() -> None:
     reader_s = args.fold_ms / 1000
 
     main_tracked = tracked(reader_s=reader_s)
+    before = load_before(args.before) if args.before else None
     variants = {
         "tracked": main_tracked,
-        **(
-            {"tracked (before)": tracked(load_before(args.before), reader_s=reader_s)}
-            if args.before
-            else {}
-        ),
+        **({"tracked (before)": tracked(before, reader_s=reader_s)} if before else {}),
         "tracked, no reader": (lonely := tracked()),
         "prom pre-bound": with_reader(prom_prebound(), reader_s),
         "prom unlabelled": with_reader(prom_unlabelled(), reader_s),
@@ -526,6 +524,9 @@ def main() -> None:
         f"{rounds} rounds x {requests} requests, median round, {args.clock} clock, "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
+    if args.threads_only:
+        threads_section(max(args.threads, 2), requests, rounds, reader_s, before)
+        return
     print(
         f"request path (the requesting thread's time; a reader thread wakes every "
         f"{args.fold_ms:g} ms, in tracked it folds the recorder and the breakdown):"
@@ -566,7 +567,7 @@ def main() -> None:
     )
 
     if args.threads > 1:
-        threads_section(args.threads, requests, rounds, reader_s)
+        threads_section(args.threads, requests, rounds, reader_s, before)
 
     size = 4096 if args.quick else 16384
     alone_rounds = 3 if args.quick else 5
@@ -595,13 +596,24 @@ def main() -> None:
         )
 
 
-def threads_section(threads: int, requests: int, rounds: int, reader_s: float) -> None:
+def threads_section(
+    threads: int, requests: int, rounds: int, reader_s: float, before: Any = None
+) -> None:
     """Per-request cost of ``threads`` threads on one recorder (one set of prometheus
-    children) over one thread's, tracked and prom pre-bound, in interleaved rounds."""
+    children) over one thread's, tracked and prom pre-bound (and ``before``'s
+    ``Recorder``, if given), in interleaved rounds."""
     one_tracked = tracked(reader_s=reader_s)
     shared_prom = prom_prebound()
     many_tracked = tracked(reader_s=reader_s)
-    variants = {
+    variants: dict[str, Variant] = {}
+    if before is not None:
+        many_before = tracked(before, reader_s=reader_s)
+        variants["tracked (before), 1 thread"] = tracked(before, reader_s=reader_s)
+        variants[f"tracked (before), {threads} threads"] = with_fold(
+            threaded(many_before.requests, threads),  # type: ignore[attr-defined]
+            many_before,
+        )
+    variants |= {
         "tracked, 1 thread": one_tracked,
         f"tracked, {threads} threads": with_fold(
             threaded(many_tracked.requests, threads),  # type: ignore[attr-defined]
@@ -617,7 +629,7 @@ def threads_section(threads: int, requests: int, rounds: int, reader_s: float) -
     )
     for name, value in ns.items():
         print(f"  {name:<28} {value:8.0f} ns/request")
-    for what in ("tracked", "prom pre-bound"):
+    for what in ("tracked", "prom pre-bound", *(["tracked (before)"] if before else [])):
         figure = ratio(per_round, f"{what}, {threads} threads", f"{what}, 1 thread")
         print(f"  {what}: {threads} threads / 1 thread {figure:6.2f}x (goal for tracked <= 1.2x)")
 
