@@ -11,6 +11,10 @@ Measured, per request, in ns:
 - ``prom labelled``: the same with the dimensions our record keeps: the counter
   labelled model/route/status, the histograms model/route, ``.labels(...)`` called
   per request as serving code does.
+- ``prom pre-bound``: the fair anchor (issue 13): the same labelled families with
+  their children looked up once before the loop (``c = counter.labels(model, route,
+  status)``), so a request pays one ``c.inc()`` and three bound ``.observe()`` plus the
+  same three clock reads. The headline ratio is ``tracked / prom pre-bound``.
 - ``floor``: ``threading.Lock`` + ``deque.append`` of a prebuilt tuple: what any
   thread-safe record of a request cannot go below in CPython.
 
@@ -38,14 +42,25 @@ thread pays at 1000 requests/s.
 
 Method: each variant runs ``--requests`` requests per round; rounds interleave the
 variants (rotating their order) and the median round is reported (and the least, the
-least disturbed by other work on the machine), with gc disabled while timing.
+least disturbed by other work on the machine), with gc disabled while timing. Ratios
+are medians of per-round ratios (each round's two figures measured moments apart).
+
+``--threads T`` (default 4; 0 skips it) then times ``tracked`` and ``prom pre-bound``
+with ``T`` threads sharing ONE recorder (one set of prometheus children), each doing
+``requests / T``, against one thread doing them all, and reports per-request cost of T
+threads / per-request cost of 1 thread (a median of per-round ratios): what locks that
+a thread may hold while it loses the GIL cost under concurrency. With ``--clock cpu``
+the cost is the worker threads' summed CPU time, else the wall time of the run.
+
+``--quick``: 20 000 requests x 5 rounds, the fold-alone section on fewer records:
+well under a minute on an idle 2-core machine.
 ``--clock cpu`` times the thread's CPU time instead of the wall clock: on a machine
 shared with other work, time spent preempted (or, here, waiting for the GIL while the
 reader folds) is not counted. Use it: the wall clock of the requesting thread
 includes the reader's folds whenever they take the GIL.
 
-Run: ``cd /work/main && PYTHONPATH=. python bench/hot_path.py [--requests N --rounds R]
-[--clock cpu] [--before ../other-checkout] [--fold-ms MS]``
+Run: ``cd /work/main && PYTHONPATH=. python bench/hot_path.py [--quick] [--requests N
+--rounds R] [--clock cpu] [--threads T] [--before ../other-checkout] [--fold-ms MS]``
 """
 
 from __future__ import annotations
@@ -103,10 +118,17 @@ def load_before(checkout: str) -> Any:
 
 class Reader:
     """A thread that, while a round runs, wakes every ``interval_s`` like the heartbeat
-    and folds ``breakdown`` (if any), adding its thread CPU and the records it folded."""
+    and folds the recorder's queued reports (``Recorder.fold``, where it has one) and
+    ``breakdown`` (if any), adding its thread CPU and the records it folded."""
 
-    def __init__(self, breakdown: Breakdown | None, interval_s: float) -> None:
+    def __init__(
+        self,
+        breakdown: Breakdown | None,
+        interval_s: float,
+        fold: Callable[[], None] | None = None,
+    ) -> None:
         self.breakdown = breakdown
+        self.fold = fold
         self.interval_s = interval_s
         self.cpu_ns = 0
         self.records = 0
@@ -127,10 +149,13 @@ class Reader:
 
     def _run(self) -> None:
         breakdown = self.breakdown
+        fold = self.fold
         while not self._stop.wait(self.interval_s):
             if breakdown is None:
                 continue
             start = time.thread_time_ns()
+            if fold is not None:
+                fold()  # what every read of the recorder does first
             # What every reader of the cells (to_wire, cells) does first.
             with breakdown._lock:
                 queued = len(breakdown._queue)
@@ -143,8 +168,13 @@ class Reader:
 def tracked(recorder_class: Any = Recorder, reader_s: float | None = None) -> Variant:
     """``reader_s``: a ``Reader`` every that many seconds during a round (None: none)."""
     recorder = recorder_class(replica="bench")
-    breakdown = getattr(recorder, "breakdown", None)  # none before issue 10
-    reader = None if reader_s is None else Reader(breakdown, reader_s)
+    # The objects themselves: on a recorder that queues its reports, the properties
+    # fold them first (a reader's work, not the request's).
+    breakdown = getattr(recorder, "_breakdown", None)
+    if breakdown is None:
+        breakdown = getattr(recorder, "breakdown", None)  # none before issue 10
+    fold = getattr(recorder, "fold", None)
+    reader = None if reader_s is None else Reader(breakdown, reader_s, fold)
 
     def requests(n: int) -> int:
         # Locals: the loop should measure the library, not global lookups.
@@ -169,7 +199,11 @@ def tracked(recorder_class: Any = Recorder, reader_s: float | None = None) -> Va
             reader.cpu_ns = reader.records = reader.folds = 0
         if breakdown is not None:
             breakdown.request_folds = 0
+        if fold is not None:
+            recorder.request_folds = 0
 
+    run.recorder = recorder  # type: ignore[attr-defined]
+    run.requests = requests  # type: ignore[attr-defined]
     run.reader = reader  # type: ignore[attr-defined]
     run.breakdown = breakdown  # type: ignore[attr-defined]
     run.reset = reset  # type: ignore[attr-defined]
@@ -230,6 +264,72 @@ def prom_labelled() -> Variant:
     return run
 
 
+def prom_prebound() -> Variant:
+    """``prom labelled`` with the children looked up once: the strongest fair
+    configuration of prometheus_client for a known label set."""
+    registry = CollectorRegistry()
+    requests = Counter(
+        "requests", "Finished requests.", ["model", "route", "status"], registry=registry
+    )
+    labels = ["model", "route"]
+    ttft = Histogram("ttft_seconds", "Arrival to first token.", labels, registry=registry)
+    duration = Histogram("duration_seconds", "Arrival to end.", labels, registry=registry)
+    decode = Histogram("decode_seconds", "First token to last.", labels, registry=registry)
+    requests_child = requests.labels(MODEL, ROUTE, 200)
+    ttft_child = ttft.labels(MODEL, ROUTE)
+    duration_child = duration.labels(MODEL, ROUTE)
+    decode_child = decode.labels(MODEL, ROUTE)
+
+    def run(n: int) -> int:
+        monotonic = time.monotonic
+        inc = requests_child.inc
+        observe_ttft = ttft_child.observe
+        observe_duration = duration_child.observe
+        observe_decode = decode_child.observe
+        clock = clock_ns
+        start = clock()
+        for _ in range(n):
+            arrived = monotonic()
+            first = monotonic()
+            end = monotonic()
+            inc()
+            observe_ttft(first - arrived)
+            observe_duration(end - arrived)
+            observe_decode(end - first)
+        return clock() - start
+
+    return run
+
+
+def threaded(variant: Variant, threads: int) -> Variant:
+    """``variant`` run by ``threads`` threads at once, ``n / threads`` requests each, on
+    the same objects; the elapsed wall time of the whole run or (``--clock cpu``) the
+    threads' summed CPU time."""
+
+    def run(n: int) -> int:
+        share = n // threads
+        spent = [0] * threads
+        barrier = threading.Barrier(threads + 1)
+
+        def work(i: int) -> None:
+            barrier.wait()
+            spent[i] = variant(share)
+
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        start = time.perf_counter_ns()
+        barrier.wait()
+        for worker in workers:
+            worker.join()
+        wall = time.perf_counter_ns() - start
+        # Scaled to n requests, so per-request figures compare with one thread's.
+        total = sum(spent) if clock_ns is CLOCKS["cpu"] else wall
+        return total * n // (share * threads)
+
+    return run
+
+
 def floor() -> Variant:
     lock = threading.Lock()
     rows: deque[tuple[object, ...]] = deque(maxlen=1024)
@@ -260,9 +360,10 @@ def with_reader(variant: Variant, interval_s: float) -> Variant:
 
 def measure(
     variants: dict[str, Variant], requests: int, rounds: int
-) -> tuple[dict[str, float], dict[str, float]]:
+) -> tuple[dict[str, float], dict[str, float], dict[str, list[float]]]:
     """Median and least ns per request of each variant over interleaved rounds (other
-    work on the machine only adds time: the least round is the least disturbed)."""
+    work on the machine only adds time: the least round is the least disturbed), and
+    every round's figure (for ratios as medians of per-round ratios)."""
     names = list(variants)
     for run in variants.values():
         # Warm up: first-use allocations, label children, the ring's first wrap.
@@ -284,7 +385,13 @@ def measure(
     return (
         {name: statistics.median(values) for name, values in per_request.items()},
         {name: min(values) for name, values in per_request.items()},
+        per_request,
     )
+
+
+def ratio(rounds: dict[str, list[float]], name: str, anchor: str) -> float:
+    """The median over rounds of ``name``'s figure / ``anchor``'s in the same round."""
+    return statistics.median(a / b for a, b in zip(rounds[name], rounds[anchor], strict=True))
 
 
 def bench_records(n: int) -> list[Record]:
@@ -367,11 +474,21 @@ def fold_alone(records: list[Record], batch: int, rounds: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
-    parser.add_argument("--requests", type=int, default=100_000, help="requests per round")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--requests", type=int, default=None, help="requests per round")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument(
+        "--quick", action="store_true", help="20 000 requests x 5 rounds, a shorter fold-alone"
+    )
     parser.add_argument(
         "--clock", choices=sorted(CLOCKS), default="wall", help="what a round is timed with"
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=4,
+        help="threads sharing one recorder in the concurrency section (0: skip it)",
+    )
+    parser.add_argument("--threads-only", action="store_true", help="run only the threads section")
     parser.add_argument(
         "--before", metavar="DIR", help="also time `tracked` on DIR's ferrox_stats (a checkout)"
     )
@@ -382,72 +499,93 @@ def main() -> None:
         help="ms between the reader thread's wake-ups (its folds, in tracked)",
     )
     args = parser.parse_args()
+    requests = args.requests or (20_000 if args.quick else 100_000)
+    rounds = args.rounds or (5 if args.quick else 7)
     global clock_ns
     clock_ns = CLOCKS[args.clock]
     reader_s = args.fold_ms / 1000
 
     main_tracked = tracked(reader_s=reader_s)
+    before = load_before(args.before) if args.before else None
     variants = {
         "tracked": main_tracked,
-        **(
-            {"tracked (before)": tracked(load_before(args.before), reader_s=reader_s)}
-            if args.before
-            else {}
-        ),
+        **({"tracked (before)": tracked(before, reader_s=reader_s)} if before else {}),
         "tracked, no reader": (lonely := tracked()),
+        "prom pre-bound": with_reader(prom_prebound(), reader_s),
         "prom unlabelled": with_reader(prom_unlabelled(), reader_s),
         "prom labelled": with_reader(prom_labelled(), reader_s),
         "floor": with_reader(floor(), reader_s),
     }
+    commit = os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip() or "?"
     print(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, commit {commit}, "
         f"python {platform.python_version()}, "
         f"prometheus_client {importlib.metadata.version('prometheus-client')}, "
-        f"{args.rounds} rounds x {args.requests} requests, median round, {args.clock} clock, "
+        f"{rounds} rounds x {requests} requests, median round, {args.clock} clock, "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
+    if args.threads_only:
+        threads_section(max(args.threads, 2), requests, rounds, reader_s, before)
+        return
     print(
         f"request path (the requesting thread's time; a reader thread wakes every "
-        f"{args.fold_ms:g} ms, in tracked it folds the breakdown):"
+        f"{args.fold_ms:g} ms, in tracked it folds the recorder and the breakdown):"
     )
-    ns, least = measure(variants, args.requests, args.rounds)
+    ns, least, per_round = measure(variants, requests, rounds)
     for name, value in ns.items():
         print(f"  {name:<22} {value:8.0f} ns/request (least round {least[name]:.0f})")
+    print(
+        f"  HEADLINE tracked / prom pre-bound {ratio(per_round, 'tracked', 'prom pre-bound'):6.2f}x"
+        " (median of per-round ratios; goal <= 0.7x)"
+    )
     if args.before:
         for name in ["tracked", "tracked, no reader"]:
-            ratio, least_ratio = (x[name] / x["tracked (before)"] for x in (ns, least))
-            print(f"  {name} / tracked (before) {ratio:6.2f}x (least rounds {least_ratio:.2f}x)")
+            print(f"  {name} / tracked (before) {ratio(per_round, name, 'tracked (before)'):6.2f}x")
+    for name in ["tracked, no reader"]:
+        print(f"  {name} / prom pre-bound {ratio(per_round, name, 'prom pre-bound'):6.2f}x")
     for name in ["prom unlabelled", "prom labelled", "floor"]:
-        print(f"  tracked / {name:<22} {ns['tracked'] / ns[name]:6.2f}x")
+        print(f"  tracked / {name:<22} {ratio(per_round, 'tracked', name):6.2f}x")
 
     reader = main_tracked.reader  # type: ignore[attr-defined]
     breakdown = main_tracked.breakdown  # type: ignore[attr-defined]
+    recorder = main_tracked.recorder  # type: ignore[attr-defined]
     batch = reader.records / max(reader.folds, 1)
     print(
         f"fold on the reader thread (tracked): "
         f"{reader.cpu_ns / max(reader.records, 1):.0f} ns/record, {reader.folds} folds "
         f"of {batch:.0f} records on average (a 2 s heartbeat at {batch / 2:.0f} "
-        f"requests/s); folds on the request thread: {breakdown.request_folds} (they "
-        f"start past max_queued = {breakdown.max_queued})"
+        f"requests/s); folds on the request thread: recorder "
+        f"{getattr(recorder, 'request_folds', '-')}, breakdown {breakdown.request_folds} "
+        f"(they start past max_queued = {breakdown.max_queued})"
     )
+    lonely_recorder = lonely.recorder  # type: ignore[attr-defined]
     print(
-        f"fold on the request thread (tracked, no reader): "
+        f"fold on the request thread (tracked, no reader): recorder "
+        f"{getattr(lonely_recorder, 'request_folds', '-')} folds, breakdown "
         f"{lonely.breakdown.request_folds} folds, "  # type: ignore[attr-defined]
         f"one every fold_every = {breakdown.fold_every} records"
     )
-    print("fold alone, per record, thread cpu, median of 5:")
+
+    if args.threads > 1:
+        threads_section(args.threads, requests, rounds, reader_s, before)
+
+    size = 4096 if args.quick else 16384
+    alone_rounds = 3 if args.quick else 5
+    print(f"fold alone, per record, thread cpu, median of {alone_rounds}:")
     alone = {
-        "the bench's records": bench_records(16384),
-        "spread records": spread_records(16384),
-        "spread, 45 cells": mixed_records(16384),
+        "the bench's records": bench_records(size),
+        "spread records": spread_records(size),
+        "spread, 45 cells": mixed_records(size),
     }
     per_record = {}
+    sizes = (1000, 2048) if args.quick else (1000, 2048, 16384)
     for what, records in alone.items():
         # 1000: the heartbeat at 500 requests/s (HEARTBEAT_S = 2 s), bench/fleet.py's tick.
-        figures = {size: fold_alone(records, size, 5) for size in (1000, 2048, 16384)}
+        figures = {n: fold_alone(records, n, alone_rounds) for n in sizes}
         per_record[what] = figures[2048]
         print(
             f"  {what:<20} "
-            + ", ".join(f"batch {size}: {value:5.0f} ns" for size, value in figures.items())
+            + ", ".join(f"batch {n}: {value:5.0f} ns" for n, value in figures.items())
         )
     for what in ("spread records", "spread, 45 cells"):
         cost = per_record[what]
@@ -456,6 +594,55 @@ def main() -> None:
             f"2048) pays about {cost / 1e3:.2f} ms of CPU per second ({cost / 1e4:.2f} % "
             f"of a core)"
         )
+
+
+def threads_section(
+    threads: int, requests: int, rounds: int, reader_s: float, before: Any = None
+) -> None:
+    """Per-request cost of ``threads`` threads on one recorder (one set of prometheus
+    children) over one thread's, tracked and prom pre-bound (and ``before``'s
+    ``Recorder``, if given), in interleaved rounds."""
+    one_tracked = tracked(reader_s=reader_s)
+    shared_prom = prom_prebound()
+    many_tracked = tracked(reader_s=reader_s)
+    variants: dict[str, Variant] = {}
+    if before is not None:
+        many_before = tracked(before, reader_s=reader_s)
+        variants["tracked (before), 1 thread"] = tracked(before, reader_s=reader_s)
+        variants[f"tracked (before), {threads} threads"] = with_fold(
+            threaded(many_before.requests, threads),  # type: ignore[attr-defined]
+            many_before,
+        )
+    variants |= {
+        "tracked, 1 thread": one_tracked,
+        f"tracked, {threads} threads": with_fold(
+            threaded(many_tracked.requests, threads),  # type: ignore[attr-defined]
+            many_tracked,
+        ),
+        "prom pre-bound, 1 thread": with_reader(shared_prom, reader_s),
+        f"prom pre-bound, {threads} threads": with_reader(threaded(shared_prom, threads), reader_s),
+    }
+    ns, _, per_round = measure(variants, requests, rounds)
+    print(
+        f"{threads} threads on one recorder vs 1 thread (per-request cost; "
+        f"{'summed thread cpu' if clock_ns is CLOCKS['cpu'] else 'wall time of the run'}):"
+    )
+    for name, value in ns.items():
+        print(f"  {name:<28} {value:8.0f} ns/request")
+    for what in ("tracked", "prom pre-bound", *(["tracked (before)"] if before else [])):
+        figure = ratio(per_round, f"{what}, {threads} threads", f"{what}, 1 thread")
+        print(f"  {what}: {threads} threads / 1 thread {figure:6.2f}x (goal for tracked <= 1.2x)")
+
+
+def with_fold(run: Variant, source: Variant) -> Variant:
+    """``run`` (threads sharing ``source``'s recorder) with ``source``'s reader folding."""
+    reader = source.reader  # type: ignore[attr-defined]
+
+    def timed(n: int) -> int:
+        with reader:
+            return run(n)
+
+    return timed
 
 
 if __name__ == "__main__":

@@ -20,20 +20,31 @@ cancellation, ``GeneratorExit`` (the client went away mid-stream) or
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import os
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .core.breakdown import Breakdown
+from .core.breakdown import DEFAULT_FOLD_EVERY, DEFAULT_MAX_QUEUED, Breakdown
 from .core.rate import LastKnown, gauge_problem, pool_occupancy
 from .core.requests import Record, Stats, Summary
 from .core.serving import ServingSnapshot, ServingStats
-from .tracker import DISCONNECT_EXCEPTIONS, ClientDisconnected, Tracker
+from .tracker import (
+    COUNTS_COMPLETED,
+    COUNTS_ERROR,
+    COUNTS_INGESTED,
+    COUNTS_NOTHING,
+    DISCONNECT_EXCEPTIONS,
+    ClientDisconnected,
+    Tracker,
+)
 
 if TYPE_CHECKING:
     from .heartbeat import Heartbeat
@@ -55,6 +66,19 @@ __all__ = [
     "shutdown",
     "track",
 ]
+
+
+# How long a reader waits for a record whose seq its request already took: that request
+# runs the next few bytecodes as soon as it gets the GIL, so this is never reached
+# unless it died there (an asynchronous exception); then the read goes on without it.
+_SEQ_WAIT_ATTEMPTS = 1000
+_SEQ_WAIT_S = 0.0001
+
+
+# A finished report's fields (``Recorder.end``): (now, prompt, completion, counts, seq, record).
+_COUNTS = itemgetter(3)
+_SEQ = itemgetter(4)
+_RECORD = itemgetter(5)
 
 
 class Clock(Protocol):
@@ -130,11 +154,30 @@ class Recorder:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.replica = replica
         self.instance = instance or new_instance_id(replica)
-        self.serving = ServingStats(window_s, sample_cap, min_span_s)
-        self.stats = Stats(capacity, max_page, self.instance)
+        self._serving = ServingStats(window_s, sample_cap, min_span_s)
+        # Its in-flight dict, which a Tracker's begin and end use directly (see there).
+        self._inflight = self._serving._inflight
+        self._stats = Stats(capacity, max_page, self.instance)
         # Per (model, route, outcome) distributions: what heartbeats and /metrics publish.
-        self.breakdown = Breakdown(max_models=max_models, max_routes=max_routes)
-        self.breakdown_errors = 0  # records the breakdown refused (a bug, not a request's)
+        self._breakdown = Breakdown(max_models=max_models, max_routes=max_routes)
+        self._breakdown_errors = 0  # records the breakdown refused (a bug, not a request's)
+        # The request path takes no lock (see ``fold``): a request takes its seq from
+        # ``_seqs`` and appends one tuple to ``_pending``, both atomic in CPython; mid-
+        # stream token deltas are a tuple there too. Readers fold it, in order, into
+        # the counters, the rate windows, the ring and the breakdown, under _fold_lock.
+        self._seqs = itertools.count()
+        self._pending: deque[tuple[Any, ...]] = deque()
+        # Records folded whose seq is past one still on its way to _pending (its request
+        # took the seq and has not appended yet): the ring gets them in seq order.
+        self._early: dict[int, Record] = {}
+        self._fold_lock = threading.Lock()
+        self.fold_every = DEFAULT_FOLD_EVERY
+        self.max_pending = DEFAULT_MAX_QUEUED
+        # Pending reports at which a request folds them itself: fold_every until a reader
+        # folds, then max_pending until a request had to again (as ``Breakdown`` does).
+        self._fold_at = self.fold_every
+        self.request_folds = 0
+        self.seq_waits = 0  # reader folds that gave up waiting for a seq's record
         self.pool_occupancy: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.queue_depth: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.gauges_refused = 0  # gauge reports ignored as impossible
@@ -186,67 +229,208 @@ class Recorder:
         self.pool_occupancy.observe(now, pool_occupancy(pool_used, pool_total))
         self.queue_depth.observe(now, queue_depth)
 
+    # -- the request path: no lock, one append ---------------------------------------
+
     def finished(self, record: Record) -> int:
         """Put a finished record in the ring and hand it to the sink; return its seq.
 
         Kept as given, on the request path; what shows or stores it replaces a lone
         surrogate (which nothing could encode) by U+FFFD (``core.requests.encodable``).
+        It counts in no serving counter (a ``Tracker``'s end does, through ``end``).
         """
-        seq = self.stats.record(record)
-        try:
-            self.breakdown.observe(record)
-        except Exception:
-            self._breakdown_failed()
-        sink = self.sink
-        if sink is not None:
-            try:
-                sink.submit(seq, record)
-            except Exception:
-                # The request path never fails because the archive did; the sink
-                # counts its own drops, this counts a sink that broke its contract
-                # (logged the first time, with its traceback).
-                self.sink_errors += 1
-                if self.sink_errors == 1:
-                    logger.exception(
-                        "ferrox_stats: the archive sink raised; the record is kept in "
-                        "memory only (later failures are only counted, in sink_errors)"
-                    )
+        return self.end(record, COUNTS_NOTHING, 0.0, 0, 0)
+
+    def end(self, record: Record, counts: int, now: float, prompt: int, completion: int) -> int:
+        """A request's terminal report: its record, what it ``counts`` in the serving
+        counters (``tracker.COUNTS_NOTHING``, ``_COMPLETED``, ``_ERROR`` or ``_INGESTED``)
+        and the token deltas first known ``now``. Queue it, hand it to the sink, return
+        its seq."""
+        seq = next(self._seqs)
+        pending = self._pending
+        pending.append((now, prompt, completion, counts, seq, record))
+        if len(pending) >= self._fold_at:
+            self._fold_on_request(len(pending))
+        if self.sink is not None:
+            self._submit(seq, record)
         return seq
+
+    def _submit(self, seq: int, record: Record) -> None:
+        try:
+            self.sink.submit(seq, record)  # type: ignore[union-attr]
+        except Exception:
+            # The request path never fails because the archive did; the sink counts
+            # its own drops, this counts a sink that broke its contract (logged the
+            # first time, with its traceback).
+            self.sink_errors += 1
+            if self.sink_errors == 1:
+                logger.exception(
+                    "ferrox_stats: the archive sink raised; the record is kept in "
+                    "memory only (later failures are only counted, in sink_errors)"
+                )
+
+    def observe_tokens(self, now: float, prompt: int = 0, completion: int = 0) -> None:
+        """Token deltas seen at ``now`` (``ServingStats.observe_tokens``, queued)."""
+        # ``not >= 0`` also refuses NaN, which would poison the rates.
+        if not (prompt >= 0 and completion >= 0):
+            raise ValueError(f"token deltas must be >= 0, got {prompt!r}, {completion!r}")
+        if not (prompt or completion):
+            return
+        pending = self._pending
+        pending.append((now, prompt, completion))
+        if len(pending) >= self._fold_at:
+            self._fold_on_request(len(pending))
 
     def ingested(self, record: Record) -> int:
         """A request another process served and reported here (already archived).
 
         It enters the ring and the counters like one served here, without the sink.
         """
-        self.serving.count_finished(record.aborted, record.error is not None)
-        self.serving.observe_tokens(
-            self.clock.monotonic(), record.prompt_tokens or 0, record.completion_tokens or 0
+        prompt, completion = record.prompt_tokens or 0, record.completion_tokens or 0
+        if not (prompt >= 0 and completion >= 0):
+            raise ValueError(f"token deltas must be >= 0, got {prompt!r}, {completion!r}")
+        seq = next(self._seqs)
+        self._pending.append(
+            (self.clock.monotonic(), prompt, completion, COUNTS_INGESTED, seq, record)
         )
-        try:
-            self.breakdown.observe(record)
-        except Exception:
-            self._breakdown_failed()
-        return self.stats.record(record)
+        return seq
 
-    def _breakdown_failed(self) -> None:
-        # A record the breakdown cannot count (a negative or infinite time in a host's
-        # own Record) must not fail the request that finished. Called in an except block.
-        self.breakdown_errors += 1
-        if self.breakdown_errors == 1:
+    def _fold_on_request(self, queued: int) -> None:
+        # The last resort: no reader folded for _fold_at reports. Unless another thread
+        # is folding (it takes these too); only a queue twice max_pending (a reader
+        # holding the lock that long) waits for it, so the queue stays bounded.
+        if self._fold_lock.acquire(blocking=queued >= 2 * self.max_pending):
+            try:
+                self.request_folds += 1
+                self._fold_locked(wait=False)
+                # No reader folded for that long: fold small, cache-warm batches.
+                self._fold_at = self.fold_every
+            finally:
+                self._fold_lock.release()
+
+    # -- readers fold ------------------------------------------------------------------
+
+    def fold(self) -> None:
+        """Fold what requests queued into the counters, rates, ring and breakdown.
+
+        Every reader does this first (``serving``, ``stats``, ``breakdown`` and
+        ``snapshot`` are read through it), so a read sees every request that finished
+        before it began, in this process.
+        """
+        if self._pending or self._early:
+            with self._fold_lock:
+                self._fold_locked(wait=True)
+        else:
+            # Readers fold: requests leave the queue to them (up to max_pending).
+            self._fold_at = self.max_pending
+
+    @property
+    def serving(self) -> ServingStats:
+        """The serving counters and rates, with every queued report folded in."""
+        self.fold()
+        return self._serving
+
+    @property
+    def stats(self) -> Stats:
+        """The ring of finished records, with every queued one folded in."""
+        self.fold()
+        return self._stats
+
+    @property
+    def breakdown(self) -> Breakdown:
+        """The per-label cells, with every queued record handed to them."""
+        self.fold()
+        return self._breakdown
+
+    @property
+    def breakdown_errors(self) -> int:
+        """Records the breakdown refused by raising (a bug, not a request's)."""
+        self.fold()
+        return self._breakdown_errors
+
+    def _fold_locked(self, wait: bool) -> None:
+        # With _fold_lock held. ``wait``: a reader waits (briefly) for a record whose
+        # seq was taken but not queued yet, so the ring never shows seq n + 1 before n
+        # and a request's own read after it finished always sees its record.
+        self._fold_at = self.max_pending
+        pending = self._pending
+        early = self._early
+        expected = self._stats.recorded_total
+        for _ in range(_SEQ_WAIT_ATTEMPTS):
+            batch = [pending.popleft() for _ in range(len(pending))]
+            if batch:
+                self._settle(batch, early)
+            expected = self._expose(early, expected)
+            if not early or not wait:
+                return
+            # A request is between next(_seqs) and its append: let it run.
+            time.sleep(_SEQ_WAIT_S)
+        self.seq_waits += 1
+
+    def _settle(self, batch: list[tuple[Any, ...]], early: dict[int, Record]) -> None:
+        # In C-level passes over the batch where it can. The rate windows get their
+        # (now, delta) samples in queue order: the order in which the requests reported
+        # them, as when each took the lock itself.
+        serving = self._serving
+        prefill = [(item[0], item[1]) for item in batch if item[1]]
+        decode = [(item[0], item[2]) for item in batch if item[2]]
+        finished = [item for item in batch if len(item) == 6]
+        counts = list(map(_COUNTS, finished))
+        errors = counts.count(COUNTS_ERROR)
+        with serving.lock:
+            serving.observe_many_locked(prefill, decode)
+            serving.count_completed_locked(counts.count(COUNTS_COMPLETED) + errors, errors)
+            if COUNTS_INGESTED in counts:
+                for item in finished:
+                    if item[3] == COUNTS_INGESTED:
+                        record = item[5]
+                        serving.count_finished_locked(record.aborted, record.error is not None)
+        records = list(map(_RECORD, finished))
+        early.update(zip(map(_SEQ, finished), records, strict=True))
+        try:
+            self._breakdown.observe_many(records)
+        except Exception:
+            self._breakdown_failed(len(records))
+
+    def _expose(self, early: dict[int, Record], expected: int) -> int:
+        # Push the records from ``expected`` on, in seq order, while there is no gap.
+        # Every seq held is >= expected (the lower ones are in the ring), each once.
+        if not early:
+            return expected
+        if min(early) == expected and max(early) == expected + len(early) - 1:
+            # The usual fold: no gap, all of them (in C-level passes).
+            rows = list(map(early.__getitem__, range(expected, expected + len(early))))
+            early.clear()
+        else:
+            rows = []
+            while (record := early.pop(expected + len(rows), None)) is not None:
+                rows.append(record)
+        if rows:
+            first = self._stats.ring.push_many(rows)
+            assert first == expected, "only the recorder pushes to its ring"
+        return expected + len(rows)
+
+    def _breakdown_failed(self, records: int) -> None:
+        # Records the breakdown cannot count (a negative or infinite time in a host's
+        # own Record) must not fail the request that finished (nor the read that folds
+        # them). Called in an except block.
+        first = self._breakdown_errors == 0
+        self._breakdown_errors += records
+        if first:
             logger.exception(
                 "ferrox_stats: a record could not be counted in the breakdown (later "
                 "ones are only counted, in Recorder.breakdown_errors)"
             )
 
     def snapshot(self) -> LiveSnapshot:
+        self.fold()
         now = self.clock.monotonic()
         return LiveSnapshot(
             instance=self.instance,
             replica=self.replica,
             uptime_s=now - self.started_at,
-            serving=self.serving.snapshot(now),
-            summary=self.stats.summary(),
-            recorded_total=self.stats.recorded_total,
+            serving=self._serving.snapshot(now),
+            summary=self._stats.summary(),
+            recorded_total=self._stats.recorded_total,
             pool_occupancy=self.pool_occupancy.get(now),
             queue_depth=self.queue_depth.get(now),
             sink_errors=self.sink_errors,

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .core.requests import Record
 from .core.serving import CLIENT_DISCONNECT, EXPLICIT
 
 if TYPE_CHECKING:
     from .live import Recorder
+
+# What a finished request counts in the serving counters (``Recorder.end``'s ``counts``).
+COUNTS_NOTHING = 0  # aborting, not in flight, or a bare record (``Recorder.finished``)
+COUNTS_COMPLETED = 1
+COUNTS_ERROR = 2  # a completion that carried an error: aborts["error"] too
+COUNTS_INGESTED = 3  # served by another process: counted as ``ServingStats.count_finished`` does
 
 
 class ClientDisconnected(Exception):
@@ -31,12 +37,6 @@ DISCONNECT_EXCEPTIONS: tuple[type[BaseException], ...] = (
 )
 
 
-def _ms(start: float | None, end: float | None) -> float | None:
-    if start is None or end is None:
-        return None
-    return (end - start) * 1000.0
-
-
 class Tracker:
     """One request from arrival to its terminal report. Use it once.
 
@@ -44,30 +44,24 @@ class Tracker:
     ``finish_reason`` …) may be set directly; ``finish()`` arguments override them.
     """
 
-    __slots__ = (
-        "_aborted",
-        "_arrived",
-        "_completion_seen",
-        "_ended",
-        "_first_token_at",
-        "_last_token_at",
-        "_prompt_seen",
-        "_recorder",
-        "_started",
-        "cached_tokens",
-        "client",
-        "completion_tokens",
-        "error",
-        "finish_reason",
-        "model",
-        "prompt_tokens",
-        "request_id",
-        "route",
-        "seq",
-        "status",
-        "stream",
-        "via_api_key",
-    )
+    # No __slots__: the attributes a request may never set are class-level defaults,
+    # so building a tracker stores only the seven it is given (issue 13: about a
+    # quarter of the request path was this constructor storing twenty-two).
+    status: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    seq: int | None = None
+    _arrived: float | None = None
+    _started: float | None = None
+    _first_token_at: float | None = None
+    _last_token_at: float | None = None
+    _prompt_seen = 0
+    _completion_seen = 0
+    _aborted: str | None = None
+    _ended = False
 
     def __init__(
         self,
@@ -86,21 +80,6 @@ class Tracker:
         self.request_id = request_id
         self.client = client
         self.via_api_key = via_api_key
-        self.status: int | None = None
-        self.finish_reason: str | None = None
-        self.error: str | None = None
-        self.prompt_tokens: int | None = None
-        self.completion_tokens: int | None = None
-        self.cached_tokens: int | None = None
-        self.seq: int | None = None
-        self._arrived: float | None = None
-        self._started: float | None = None
-        self._first_token_at: float | None = None
-        self._last_token_at: float | None = None
-        self._prompt_seen = 0
-        self._completion_seen = 0
-        self._aborted: str | None = None
-        self._ended = False
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -108,8 +87,11 @@ class Tracker:
         """The request arrived: it is in flight from now."""
         if self._arrived is not None:
             raise RuntimeError("this tracker has already begun")
-        self._arrived = self._recorder.clock.monotonic()
-        self._recorder.serving.begin(self)
+        recorder = self._recorder
+        self._arrived = recorder.clock.monotonic()
+        # In flight: its own key, unique and begun once (checked above), so one dict
+        # store (atomic in CPython) and no lock.
+        recorder._inflight[self] = False
         return self
 
     def started(self) -> None:
@@ -134,11 +116,11 @@ class Tracker:
             self._last_token_at = now
             self._completion_seen += completion
         self._prompt_seen += prompt
-        recorder.serving.observe_tokens(now, prompt, completion)
+        recorder.observe_tokens(now, prompt, completion)
 
     def abort(self, reason: str = EXPLICIT) -> None:
         """Count an abort now; the request still ends when the tracker exits or finishes."""
-        if self._recorder.serving.abort(self, reason):
+        if self._recorder._serving.abort(self, reason):
             self._aborted = reason
 
     def finish(
@@ -179,8 +161,7 @@ class Tracker:
 
     # -- context managers ----------------------------------------------------------
 
-    def __enter__(self) -> Tracker:
-        return self.begin()
+    __enter__ = begin
 
     def __exit__(
         self,
@@ -188,7 +169,8 @@ class Tracker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close(exc)
+        if not self._ended:  # the usual exit: finish() already ended it
+            self.close(exc)
 
     async def __aenter__(self) -> Tracker:
         return self.begin()
@@ -227,51 +209,79 @@ class Tracker:
         self._ended = True
         recorder = self._recorder
         clock = recorder.clock
+        now = clock.monotonic()
+        # Totals known only at the end still count, once.
+        prompt_seen = self._prompt_seen
+        completion_seen = self._completion_seen
+        prompt = self.prompt_tokens
+        completion = self.completion_tokens
+        prompt_extra = prompt - prompt_seen if prompt is not None and prompt > prompt_seen else 0
+        completion_extra = (
+            completion - completion_seen
+            if completion is not None and completion > completion_seen
+            else 0
+        )
+        if completion is None:
+            completion = completion_seen or None
+        if prompt is None:
+            prompt = prompt_seen or None
+        first = self._first_token_at
+        last = now if completion_extra and first is not None else self._last_token_at
+        arrived = self._arrived
+        started = self._started
         try:
-            now = clock.monotonic()
-            # Totals known only at the end still count, once.
-            prompt_extra = max(0, (self.prompt_tokens or 0) - self._prompt_seen)
-            completion_extra = max(0, (self.completion_tokens or 0) - self._completion_seen)
-            if prompt_extra or completion_extra:
-                recorder.serving.observe_tokens(now, prompt_extra, completion_extra)
-            completion = (
-                self.completion_tokens
-                if self.completion_tokens is not None
-                else (self._completion_seen or None)
+            record = _new_tuple(
+                Record,
+                (
+                    self.request_id,
+                    clock.wall_ms(),
+                    self.route,
+                    self.model,
+                    self.status,
+                    self.stream,
+                    prompt,
+                    completion,
+                    self.cached_tokens,
+                    None if first is None else (first - arrived) * 1000.0,
+                    (now - arrived) * 1000.0,
+                    None if started is None else (started - arrived) * 1000.0,
+                    None if first is None or last is None else (last - first) * 1000.0,
+                    self.finish_reason,
+                    self._aborted,
+                    self.error,
+                    self.client,
+                    self.via_api_key,
+                    recorder.replica,
+                ),
             )
-            prompt = (
-                self.prompt_tokens
-                if self.prompt_tokens is not None
-                else (self._prompt_seen or None)
-            )
-            first = self._first_token_at
-            last = self._last_token_at
-            if completion_extra and first is not None:
-                last = now
-            arrived = self._arrived
-            record = Record(
-                self.request_id,
-                clock.wall_ms(),
-                self.route,
-                self.model,
-                self.status,
-                self.stream,
-                prompt,
-                completion,
-                self.cached_tokens,
-                _ms(arrived, first),
-                (now - arrived) * 1000.0,
-                _ms(arrived, self._started),
-                _ms(first, last),
-                self.finish_reason,
-                self._aborted,
-                self.error,
-                self.client,
-                self.via_api_key,
-                recorder.replica,
-            )
-            self.seq = recorder.finished(record)
-        finally:
+        except BaseException:
             # However recording went, the request leaves flight.
-            recorder.serving.finish(self, self.error is not None)
-        return self.seq
+            recorder._serving.finish(self, self.error is not None)
+            raise
+        # ``ServingStats.leave``, inlined for the usual case.
+        aborting = recorder._inflight.pop(self, None)
+        if aborting is None:
+            aborting = recorder._serving.leave(self)
+        # An aborting request counts nothing more; any other is a completion (and an
+        # error, if it carried one), counted when the recorder folds the report.
+        counts = (
+            COUNTS_NOTHING
+            if aborting is None or aborting
+            else COUNTS_ERROR
+            if self.error is not None
+            else COUNTS_COMPLETED
+        )
+        # ``Recorder.end``, inlined: the seq, one report queued, the sink.
+        self.seq = seq = next(recorder._seqs)
+        pending = recorder._pending
+        pending.append((now, prompt_extra, completion_extra, counts, seq, record))
+        if len(pending) >= recorder._fold_at:
+            recorder._fold_on_request(len(pending))
+        if recorder.sink is not None:
+            recorder._submit(seq, record)
+        return seq
+
+
+# ``Record(...)`` goes through the NamedTuple's Python-level __new__; the tuple's own
+# builds the same object (19 fields, in order) for a fraction of the cost.
+_new_tuple: Any = tuple.__new__

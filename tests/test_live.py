@@ -273,15 +273,16 @@ def test_finished_and_ingested_records_feed_the_breakdown(
 
 def test_once_the_state_is_read_requests_leave_the_fold_to_its_readers(clock: FakeClock) -> None:
     # The heartbeat reads the state every HEARTBEAT_S: the requests in between only queue.
+    # (The reports wait in the recorder's queue; the breakdown gets them when it is read.)
     recorder = live.Recorder(clock=clock)
     breakdown = recorder.breakdown
     process_state(recorder)
     for _ in range(breakdown.fold_every * 3):
         recorder.finished(Record(model="m", duration_ms=1.0))
-    assert breakdown.request_folds == 0
-    assert len(breakdown._queue) == breakdown.fold_every * 3
+    assert (breakdown.request_folds, recorder.request_folds) == (0, 0)
+    assert len(recorder._pending) == breakdown.fold_every * 3
     process_state(recorder)
-    assert len(breakdown._queue) == 0
+    assert len(recorder._pending) == len(breakdown._queue) == 0
     [cell] = breakdown.cells().values()
     assert cell.requests == cell.duration.count == breakdown.fold_every * 3
 
@@ -299,10 +300,11 @@ def test_a_breakdown_that_raises_is_logged_once_and_never_fails_the_request(
 ) -> None:
     recorder = live.Recorder(clock=clock)
 
-    def broken(record: Record) -> None:
+    def broken(records: object) -> None:
         raise RuntimeError("a bug of ours")
 
-    monkeypatch.setattr(recorder.breakdown, "observe", broken)
+    # What the recorder hands the breakdown its records with (when it folds them).
+    monkeypatch.setattr(recorder.breakdown, "observe_many", broken)
     with caplog.at_level(logging.WARNING, logger="ferrox_stats.live"):
         for _ in range(2):
             with recorder.track() as t:

@@ -232,10 +232,14 @@ class Breakdown:
 
     def observe(self, record: Record) -> None:
         """Count a finished record in its cell (at the next fold). Cheap; never raises."""
+        self.observe_many((record,))
+
+    def observe_many(self, records: Iterable[Record]) -> None:
+        """``observe`` each of ``records``, in order: one ``deque.extend``."""
         queue = self._queue
-        queue.append(record)
+        queue.extend(records)
         # The last resort (readers fold): fold unless another thread is folding (it
-        # drains this record too); only a queue of 2 * max_queued (a reader holding the
+        # drains these records too); only a queue of 2 * max_queued (a reader holding the
         # lock that long) waits, so it stays bounded.
         if len(queue) >= self._fold_at and self._lock.acquire(
             blocking=len(queue) >= 2 * self.max_queued

@@ -80,6 +80,10 @@ class RateWindow:
         """``observe`` for an owner already holding the lock it passed in; no checks."""
         self._samples.append((now, amount))
 
+    def observe_many_locked(self, samples: list[tuple[float, float]]) -> None:
+        """``observe_locked`` each ``(now, amount)`` of ``samples``, in order."""
+        self._samples.extend(samples)
+
     def reading(self, now: float) -> RateReading:
         """The rate over the window ending at ``now``; drops samples older than the window."""
         cutoff = now - self.window_s

@@ -173,3 +173,37 @@ def test_a_request_reported_after_it_finished_counts_by_the_same_rules() -> None
     snapshot = stats.snapshot(0.0)
     assert (snapshot.active, snapshot.completed) == (0, 2)
     assert snapshot.aborts == {"error": 1, "client_disconnect": 1}
+
+
+def test_leave_takes_a_key_out_of_flight_and_says_whether_it_was_aborting() -> None:
+    stats = ServingStats()
+    stats.begin("a")
+    stats.begin("b")
+    stats.abort("b", "timeout")
+    assert (stats.leave("a"), stats.leave("b"), stats.leave("c")) == (False, True, None)
+    assert stats.active == 0
+    # Leaving counts nothing: the caller counts it (the recorder, when it folds).
+    assert (stats.snapshot(0.0).completed, stats.snapshot(0.0).aborts) == (0, {"timeout": 1})
+
+
+def test_an_abort_after_leave_counts_nothing_and_puts_nothing_back_in_flight() -> None:
+    stats = ServingStats()
+    stats.begin("a")
+    stats.leave("a")
+    assert stats.abort("a") is False
+    assert (stats.active, stats.is_inflight("a"), stats.snapshot(0.0).aborts) == (0, False, {})
+
+
+def test_batched_updates_count_as_the_calls_one_by_one() -> None:
+    one_by_one, batched = ServingStats(), ServingStats()
+    reports = [(1.0, 5, 0), (1.5, 0, 3), (2.0, 7, 2)]
+    for now, prompt, completion in reports:
+        one_by_one.observe_tokens(now, prompt, completion)
+    one_by_one.count_finished()
+    one_by_one.count_finished(error=True)
+    with batched.lock:
+        batched.observe_many_locked(
+            [(now, p) for now, p, _ in reports if p], [(now, c) for now, _, c in reports if c]
+        )
+        batched.count_completed_locked(2, 1)
+    assert batched.snapshot(2.5) == one_by_one.snapshot(2.5)
