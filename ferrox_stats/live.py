@@ -288,10 +288,11 @@ class Recorder:
         prompt, completion = record.prompt_tokens or 0, record.completion_tokens or 0
         if not (prompt >= 0 and completion >= 0):
             raise ValueError(f"token deltas must be >= 0, got {prompt!r}, {completion!r}")
+        # The clock is read before the seq is taken: nothing that can raise (a host's
+        # clock) may come between a seq and its report, or the ring would wait on a gap.
+        now = self.clock.monotonic()
         seq = next(self._seqs)
-        self._pending.append(
-            (self.clock.monotonic(), prompt, completion, COUNTS_INGESTED, seq, record)
-        )
+        self._pending.append((now, prompt, completion, COUNTS_INGESTED, seq, record))
         return seq
 
     def _fold_on_request(self, queued: int) -> None:
