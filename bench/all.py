@@ -43,9 +43,10 @@ class Bench:
 BENCHES: dict[str, Bench] = {
     # name: Bench(script, quick arguments, headline regex, needs)
     "hot_path": Bench(
-        "hot_path.py", "--requests 20000 --rounds 3 --clock cpu", r"^\s+tracked / |ns/request"
+        "hot_path.py", "--quick --clock cpu", r"^\s+tracked / |ns/request|threads / 1"
     ),
-    "ring_since": Bench("ring_since.py", "--calls 1000 --rounds 3", r"x$"),
+    "ring_since": Bench("ring_since.py", "--quick", r"x$"),
+    "ring_memory": Bench("ring_memory.py", "--quick", r"B per record|x$"),
     "served": Bench(
         "served.py",
         "--quick",
@@ -64,11 +65,9 @@ BENCHES: dict[str, Bench] = {
     "archive_writers": Bench(
         "archive_writers.py", "--rows 10000 --rounds 1 --writers 1 2", r"writer\(s\)", "PostgreSQL"
     ),
+    "api_poll": Bench("api_poll.py", "--quick", r"goal|ratio", "wrk"),
     "archive_read": Bench(
-        "archive_read.py",
-        "--rows 50000 --calls 50 --offset-calls 2 --renders 1",
-        r"goal|/ first page",
-        "PostgreSQL",
+        "archive_read.py", "--quick --filters all", r"goal|/ first page|worst", "PostgreSQL"
     ),
     "fleet": Bench(
         "fleet.py", "--instances 16 --records 5000 --calls 10", r"goal|% of", "PostgreSQL"
@@ -77,12 +76,7 @@ BENCHES: dict[str, Bench] = {
         "fleet_compute.py", "--instances 16 --records 5000 --calls 20", r" ms", "PostgreSQL"
     ),
     "metrics": Bench("metrics.py", "--records 5000 --rounds 5", r"goal"),
-    "proxy": Bench(
-        "proxy.py",
-        "--rounds 3 --requests 50 --warmup 20 --ttft-rounds 2 --ttft-requests 5 "
-        "--long-rounds 2 --long-tokens 500 --paced-rounds 1 --paced-tokens 100",
-        r"goal|added at p50",
-    ),
+    "proxy": Bench("proxy.py", "--quick", r"goal|added at p50"),
     "proxy_litellm": Bench(
         "proxy_litellm.py",
         "--quick",
