@@ -4,9 +4,7 @@ with that seq (packing runs outside the lock, beside pushes and polls)."""
 from __future__ import annotations
 
 import marshal
-import sys
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,13 +15,8 @@ PER_PUSHER = 3_000
 CAPACITY = 4_096
 
 
-@pytest.fixture(autouse=True)
-def frequent_thread_switches() -> Iterator[None]:
-    """Switch threads far more often than the default so a missing lock shows."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(previous)
+# Threads switch far more often than the default, so a missing lock shows.
+pytestmark = pytest.mark.usefixtures("frequent_thread_switches")
 
 
 def test_rows_read_while_others_push_and_pack_are_the_rows_pushed() -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -15,13 +14,8 @@ THREADS = 8
 PER_THREAD = 10_000
 
 
-@pytest.fixture(autouse=True)
-def frequent_thread_switches() -> Iterator[None]:
-    """Switch threads far more often than the default so a missing lock shows."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(previous)
+# Threads switch far more often than the default, so a missing lock shows.
+pytestmark = pytest.mark.usefixtures("frequent_thread_switches")
 
 
 def run_together(work: Callable[[int], None]) -> None:
