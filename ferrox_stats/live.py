@@ -317,7 +317,10 @@ class Recorder:
         ``snapshot`` are read through it), so a read sees every request that finished
         before it began, in this process.
         """
-        if self._pending or self._early:
+        # A folder holds the lock from taking the queue until its records are in the
+        # ring: a queue found empty may be one another thread is folding, so a reader
+        # waits for that fold too (else it could miss a request that finished before it).
+        if self._pending or self._early or self._fold_lock.locked():
             with self._fold_lock:
                 self._fold_locked(wait=True)
         else:

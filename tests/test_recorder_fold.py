@@ -171,6 +171,34 @@ def test_a_request_reads_its_own_record_right_after_it_finished(
         assert recorder.serving.snapshot(0.0).completed == n + 1
 
 
+def test_a_read_waits_for_a_fold_another_thread_has_begun(clock: FakeClock) -> None:
+    # The folder has taken the queue (it is empty) but not yet put the record in the
+    # ring: a read must wait for that fold, not take the empty queue for "all folded".
+    recorder = live.Recorder(clock=clock, capacity=16)
+    taken, release = threading.Event(), threading.Event()
+    settle = recorder._settle
+
+    def held_settle(*args: Any) -> None:
+        taken.set()
+        release.wait(timeout=30)
+        settle(*args)
+
+    recorder._settle = held_settle  # type: ignore[method-assign]
+    with recorder.track(request_id="r") as t:
+        seq = t.finish(status=200)
+    assert seq == 0
+    folder = threading.Thread(target=recorder.fold)
+    folder.start()
+    assert taken.wait(timeout=30)
+    seen: list[int] = []
+    reader = threading.Thread(target=lambda: seen.append(recorder.stats.recorded_total))
+    reader.start()
+    release.set()
+    reader.join()
+    folder.join()
+    assert seen == [1]
+
+
 def test_the_ring_never_shows_a_seq_before_the_ones_below_it_arrived(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
