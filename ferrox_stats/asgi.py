@@ -274,7 +274,7 @@ async def shut_down() -> None:
     # live.shutdown closes the sink, then stops the heartbeat; a process that never
     # recorded has nothing to stop (and builds no recorder here).
     await asyncio.to_thread(live.shutdown)
-    # Clients exist only if the pass-through ran (it needs httpx, the [proxy] extra).
+    # Clients exist only if the pass-through ran (it needs aiohttp, the [proxy] extra).
     clients = sys.modules.get("ferrox_stats.proxy.clients")
     if clients is not None:
         await clients.aclose_clients()

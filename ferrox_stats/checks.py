@@ -341,7 +341,7 @@ def check_extras(**kwargs: Any) -> list[CheckMessage]:
     if not installed(PROXY) and (upstreams or _mounted("ferrox_stats.proxy.urls")):
         errors.append(
             Error(
-                "The pass-through is configured or mounted, but httpx is not installed: "
+                "The pass-through is configured or mounted, but aiohttp is not installed: "
                 "every pass-through route answers 503.",
                 hint="pip install 'ferrox-stats[proxy]'",
                 id="ferrox_stats.E070",

@@ -2,7 +2,7 @@
 
 | feature | module | extra |
 |---|---|---|
-| the OpenAI-compatible pass-through | ``httpx`` | ``ferrox-stats[proxy]`` |
+| the OpenAI-compatible pass-through | ``aiohttp`` | ``ferrox-stats[proxy]`` |
 | the API's Swagger UI | ``drf_spectacular_sidecar`` | ``ferrox-stats[docs]`` |
 | COPY into the archive on PostgreSQL | ``psycopg`` (3) | ``ferrox-stats[postgres]`` |
 """
@@ -13,7 +13,7 @@ from importlib.util import find_spec
 
 __all__ = ["DOCS", "PROXY", "installed"]
 
-PROXY = "httpx"
+PROXY = "aiohttp"
 DOCS = "drf_spectacular_sidecar"
 
 

@@ -1,5 +1,5 @@
 """Optional features and their extras (``ferrox_stats.extras``): the checks E070/W070,
-the pass-through's routes without httpx, and the Swagger UI without the sidecar. The
+the pass-through's routes without aiohttp, and the Swagger UI without the sidecar. The
 installed wheel without any extra is tests/test_packaging.py's."""
 
 from __future__ import annotations
@@ -40,19 +40,19 @@ def test_everything_installed_passes() -> None:
     assert ids() == []
 
 
-def test_e070_the_pass_through_mounted_without_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checks, "installed", missing("httpx"))
+def test_e070_the_pass_through_mounted_without_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checks, "installed", missing("aiohttp"))
     [message] = checks.check_extras()  # tests.urls includes ferrox_stats.proxy.urls
     assert message.id == "ferrox_stats.E070"
     assert message.hint == "pip install 'ferrox-stats[proxy]'"
 
 
-def test_e070_upstreams_configured_without_httpx(
+def test_e070_upstreams_configured_without_aiohttp(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.ROOT_URLCONF = __name__
     settings.FERROX_STATS = {"PROXY_UPSTREAMS": UPSTREAMS}
-    monkeypatch.setattr(checks, "installed", missing("httpx"))
+    monkeypatch.setattr(checks, "installed", missing("aiohttp"))
     assert ids() == ["ferrox_stats.E070"]
 
 
@@ -60,15 +60,15 @@ def test_e070_finds_the_pass_through_under_any_prefix(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.ROOT_URLCONF = NestedURLconf
-    monkeypatch.setattr(checks, "installed", missing("httpx"))
+    monkeypatch.setattr(checks, "installed", missing("aiohttp"))
     assert ids() == ["ferrox_stats.E070"]
 
 
-def test_no_httpx_is_fine_when_the_pass_through_is_unused(
+def test_no_aiohttp_is_fine_when_the_pass_through_is_unused(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.ROOT_URLCONF = __name__
-    monkeypatch.setattr(checks, "installed", missing("httpx", "drf_spectacular_sidecar"))
+    monkeypatch.setattr(checks, "installed", missing("aiohttp", "drf_spectacular_sidecar"))
     assert ids() == []
 
 
@@ -82,12 +82,12 @@ def test_w070_the_sidecar_installed_but_not_in_installed_apps(settings: Any) -> 
 def test_the_checks_are_registered_with_django(monkeypatch: pytest.MonkeyPatch) -> None:
     from django.core.checks import run_checks
 
-    monkeypatch.setattr(checks, "installed", missing("httpx"))
+    monkeypatch.setattr(checks, "installed", missing("aiohttp"))
     assert "ferrox_stats.E070" in [m.id for m in run_checks(tags=["ferrox_stats"])]
 
 
 @pytest.mark.parametrize("view", ["chat_completions", "completions", "embeddings", "models"])
-def test_without_httpx_each_route_answers_503_naming_the_extra(view: str) -> None:
+def test_without_aiohttp_each_route_answers_503_naming_the_extra(view: str) -> None:
     request = RequestFactory().post(f"/v1/{view}", data={}, content_type="application/json")
     response = asyncio.run(getattr(unavailable, view)(request))
     assert response.status_code == 503

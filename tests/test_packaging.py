@@ -1,5 +1,5 @@
 """What a host installs: the wheel and the sdist ``python -m build`` makes, and the wheel
-in a fresh virtualenv with the core dependencies only (no httpx, no sidecar, no
+in a fresh virtualenv with the core dependencies only (no aiohttp, no sidecar, no
 psycopg), where the app must pass ``check``, migrate and serve its API, dashboard and
 admin. The pass-through with ``[proxy]`` installed is the rest of the suite's.
 
@@ -111,7 +111,7 @@ def test_the_wheel_requires_only_the_core_and_offers_the_extras(dist: dict[str, 
         line.removeprefix("Provides-Extra: ") for line in lines if "Provides-Extra" in line
     }
     assert 'psycopg[binary]>=3.1; extra == "postgres"' in required
-    assert 'httpx>=0.27; extra == "proxy"' in required
+    assert 'aiohttp>=3.10; extra == "proxy"' in required
     assert 'drf-spectacular-sidecar>=2024.7.1; extra == "docs"' in required
     assert "License-Expression: Apache-2.0" in lines
 
@@ -232,7 +232,7 @@ if os.environ.get("HOST_URLCONF") == "host_urls_proxy":
 answers = {name: client.get(path) for name, path in paths.items()}
 print(json.dumps({
     "app": ferrox_stats.__file__,
-    "missing": [m for m in ("httpx", "drf_spectacular_sidecar", "psycopg", "uvicorn")
+    "missing": [m for m in ("aiohttp", "drf_spectacular_sidecar", "psycopg", "uvicorn")
                 if importlib.util.find_spec(m) is None],
     "status": {name: answer.status_code for name, answer in answers.items()},
     "docs": answers["docs"].content.decode(),
@@ -299,7 +299,7 @@ def test_the_wheel_alone_passes_check_migrates_and_serves(host: dict[str, Any]) 
     assert smoke.returncode == 0, smoke.stderr
     seen = json.loads(smoke.stdout)
     assert "/venv/lib/" in seen["app"]
-    assert seen["missing"] == ["httpx", "drf_spectacular_sidecar", "psycopg", "uvicorn"]
+    assert seen["missing"] == ["aiohttp", "drf_spectacular_sidecar", "psycopg", "uvicorn"]
     assert seen["status"] == {
         "requests": 200,
         "stats": 200,
@@ -313,7 +313,7 @@ def test_the_wheel_alone_passes_check_migrates_and_serves(host: dict[str, Any]) 
     assert (seen["entries"], seen["archived"]) == (1, 1)
 
 
-def test_the_pass_through_mounted_without_httpx_fails_check_and_answers_503(
+def test_the_pass_through_mounted_without_aiohttp_fails_check_and_answers_503(
     host: dict[str, Any],
 ) -> None:
     checked = run(host, "-m", "django", "check", urlconf="host_urls_proxy")

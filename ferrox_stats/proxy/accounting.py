@@ -18,8 +18,10 @@ from typing import Any
 from ..tracker import Tracker
 from .errors import UPSTREAM_STREAM_ERROR
 
-# SSE events end with a blank line; engines write \n, the spec also allows \r\n.
-_EVENT_ENDS = (b"\n\n", b"\r\n\r\n")
+# SSE events end with a blank line; engines write \n, the spec also allows \r\n
+# (StreamReader._next_end).
+# What a text between a plain chunk's two ends must not hold (StreamReader._template).
+_NOT_BARE_TEXT = re.compile(rb'["\\\r\n]')
 # Keys that make a chunk more than content: it is parsed (StreamReader._plain_tokens).
 _NOT_PLAIN = (b'"usage"', b'"error"', b'"reasoning', b'"tool_calls"', b"\r")
 
@@ -124,7 +126,7 @@ class StreamReader:
     the upstream sends one, makes the totals exact when the stream ends.
     """
 
-    __slots__ = ("_model", "_pending", "_swap", "_tracker", "done", "forward_usage")
+    __slots__ = ("_model", "_pending", "_swap", "_template", "_tracker", "done", "forward_usage")
 
     def __init__(self, tracker: Tracker, *, forward_usage: bool) -> None:
         self._tracker = tracker
@@ -135,6 +137,10 @@ class StreamReader:
         # The last parsed chunk's model as JSON, to tell a plain content chunk that
         # names the same model without parsing it (``_plain_tokens``).
         self._model = b""
+        # The last plain chunk that carried text, cut around its text: (what comes
+        # before it, what comes after). Engines write every content chunk of a stream
+        # alike but for the text, so most are read by comparing their two ends.
+        self._template: tuple[bytes, bytes] | None = None
         # False when the pass-through added include_usage: the client never asked.
         self.forward_usage = forward_usage
         # Whether the upstream ended its stream properly ("data: [DONE]").
@@ -144,14 +150,27 @@ class StreamReader:
         buffer = self._pending + data if self._pending else data
         out: list[bytes] = []
         start = 0
+        # Tokens of the plain chunks read so far, counted once per run of them: they
+        # arrived together, so one ``tokens()`` (one clock read) stamps them all.
+        produced = 0
         while True:
             end, width = self._next_end(buffer, start)
             if end < 0:
                 break
             event = buffer[start : end + width]
-            if self._read(buffer[start:end]):
+            body = buffer[start:end]
+            if (plain := self._plain_tokens(body)) is not None:
+                produced += plain
                 out.append(self._swap(event) if self._swap else event)
+            else:
+                if produced:  # counted before what a parsed event may say (usage, an end)
+                    self._tracker.tokens(completion=produced)
+                    produced = 0
+                if self._read(body):
+                    out.append(self._swap(event) if self._swap else event)
             start = end + width
+        if produced:
+            self._tracker.tokens(completion=produced)
         self._pending = buffer[start:]
         if start == len(buffer) and len(out) == 1:
             return out[0]
@@ -175,6 +194,18 @@ class StreamReader:
         the event is parsed. Inside a JSON string every quote is escaped, so a token's
         text cannot fake a key.
         """
+        if (template := self._template) is not None:
+            before, after = template
+            if (
+                event.startswith(before)
+                and event.endswith(after)
+                and len(event) >= len(before) + len(after)
+            ):
+                middle = event[len(before) : len(event) - len(after)]
+                # The same chunk but for a text without quotes, backslashes or line
+                # ends (so it cannot close the string early or change the lines).
+                if _NOT_BARE_TEXT.search(middle) is None:
+                    return 1 if middle else 0
         if self._swap is None or not event.startswith(b"data:") or b"\n" in event:
             return None
         colon = b": " if b'": ' in event else b":"
@@ -200,16 +231,26 @@ class StreamReader:
         key = (b'"content"' if content else b'"text"') + colon
         if key + b'""' in event or key + b"null" in event:
             return 0
-        return 1 if key + b'"' in event else None
+        opened = event.find(key + b'"')
+        if opened < 0:
+            return None
+        opened += len(key) + 1
+        closed = event.find(b'"', opened)
+        if closed > opened and b"\\" not in event[opened:closed]:
+            self._template = (event[:opened], event[closed:])
+        return 1
 
     @staticmethod
     def _next_end(buffer: bytes, start: int) -> tuple[int, int]:
-        found, width = -1, 0
-        for marker in _EVENT_ENDS:
-            at = buffer.find(marker, start)
-            if at >= 0 and (found < 0 or at < found):
-                found, width = at, len(marker)
-        return found, width
+        """Where the first event from ``start`` ends, and the width of its blank line;
+        ``(-1, 0)`` if none does. Only as far as the first ``\n\n``: a buffer holding
+        many events (they arrive together) is not scanned to its end once per event."""
+        at = buffer.find(b"\n\n", start)
+        # A "\r\n\r\n" (which holds no "\n\n") ends the event if it comes first.
+        crlf = buffer.find(b"\r\n\r\n", start, len(buffer) if at < 0 else at + 3)
+        if crlf >= 0:
+            return crlf, 4
+        return (at, 2) if at >= 0 else (-1, 0)
 
     def _read(self, event: bytes) -> bool:
         """Account for one event; whether it goes on to the client."""
@@ -236,6 +277,8 @@ class StreamReader:
         if "error" in chunk:
             tracker.error = UPSTREAM_STREAM_ERROR
             return True
+        # A parsed chunk may change what plain ones must look like (the model).
+        self._template = None
         if self._swap is None:
             self._swap = id_swap(chunk.get("id"), tracker.request_id)
         if isinstance(model := chunk.get("model"), str):

@@ -6,7 +6,6 @@ import json
 import logging
 from typing import TYPE_CHECKING, TypeVar
 
-import httpx
 from django.http import HttpResponse, JsonResponse
 
 if TYPE_CHECKING:
@@ -103,14 +102,15 @@ def upstream_refused(upstream: Upstream, status: int) -> JsonResponse:
     return upstream_failure(response, upstream, f"refused our credentials ({status})")
 
 
-def failure_code(exc: httpx.TransportError) -> str:
-    """What a record's ``error`` says when the exchange with the upstream failed."""
-    return UPSTREAM_TIMEOUT if isinstance(exc, httpx.TimeoutException) else UPSTREAM_UNREACHABLE
+def failure_code(exc: BaseException) -> str:
+    """What a record's ``error`` says when the exchange with the upstream failed
+    (one of ``clients.UPSTREAM_ERRORS``): aiohttp's timeouts are ``TimeoutError``s."""
+    return UPSTREAM_TIMEOUT if isinstance(exc, TimeoutError) else UPSTREAM_UNREACHABLE
 
 
-def upstream_failed(upstream: Upstream, exc: httpx.TransportError) -> JsonResponse:
+def upstream_failed(upstream: Upstream, exc: BaseException) -> JsonResponse:
     """504 for an upstream silent too long (or no connection in time), else 502."""
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, TimeoutError):
         status, message = 504, f"The upstream {upstream.name!r} did not answer in time."
         what = "did not answer in time"
     else:

@@ -7,15 +7,17 @@ import json
 import logging
 from typing import Any
 
-import httpx
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from .auth import admit
-from .clients import client_for
+from .clients import UPSTREAM_ERRORS, client_for
 from .errors import upstream_failed, upstream_failure, upstream_refused
 from .upstreams import Upstream, routing
 
 logger = logging.getLogger(__name__)
+
+# What leaves one upstream's models out of a merged list: no answer, or not a list.
+_LEFT_OUT: tuple[type[BaseException], ...] = (*UPSTREAM_ERRORS, ValueError, AttributeError)
 
 
 async def list_models(request: HttpRequest) -> HttpResponse:
@@ -43,24 +45,32 @@ async def list_models(request: HttpRequest) -> HttpResponse:
 
 async def _passed_on(upstream: Upstream) -> HttpResponse:
     try:
-        answer = await client_for(upstream).get(upstream.url("models"), headers=_auth(upstream))
-    except httpx.TransportError as exc:
+        status, content_type, body = await _get_models(upstream)
+    except UPSTREAM_ERRORS as exc:
         return upstream_failed(upstream, exc)
-    if answer.status_code in (401, 403):
-        return upstream_refused(upstream, answer.status_code)
-    content_type = answer.headers.get("content-type", "application/json")
-    passed = HttpResponse(answer.content, status=answer.status_code, content_type=content_type)
-    if answer.status_code >= 500:
-        return upstream_failure(passed, upstream, f"answered {answer.status_code}")
+    if status in (401, 403):
+        return upstream_refused(upstream, status)
+    passed = HttpResponse(body, status=status, content_type=content_type)
+    if status >= 500:
+        return upstream_failure(passed, upstream, f"answered {status}")
     return passed
+
+
+async def _get_models(upstream: Upstream) -> tuple[int, str, bytes]:
+    """The upstream's answer to ``GET models``: status, content type, body."""
+    url, headers = upstream.url("models"), _auth(upstream)
+    async with client_for(upstream).get(url, headers=headers) as answer:
+        body = await answer.read()
+    return answer.status, answer.headers.get("Content-Type", "application/json"), body
 
 
 async def _models_of(upstream: Upstream) -> list[dict[str, Any]]:
     try:
-        answer = await client_for(upstream).get(upstream.url("models"), headers=_auth(upstream))
-        answer.raise_for_status()
-        data = json.loads(answer.content).get("data")
-    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        status, _, body = await _get_models(upstream)
+        if status >= 400:
+            raise ValueError(f"answered {status}")
+        data = json.loads(body).get("data")
+    except _LEFT_OUT as exc:
         logger.warning("models of upstream %r left out: %s", upstream.name, type(exc).__name__)
         return []
     return [model for model in data if isinstance(model, dict)] if isinstance(data, list) else []

@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 
 from .. import live
@@ -15,7 +14,7 @@ from ..conf import conf
 from ..tracker import Tracker
 from .accounting import StreamReader, take_body
 from .auth import admit
-from .clients import client_for
+from .clients import UPSTREAM_ERRORS, client_for
 from .errors import (
     error_response,
     failure_code,
@@ -93,23 +92,18 @@ async def _forward(
             code="model_not_found",
         )
     content, forward_usage = _upstream_body(document, raw, upstream, stream)
-    client = client_for(upstream)
-    outgoing = client.build_request(
-        "POST",
-        upstream.url(route.upstream_path),
-        content=content,
-        headers=_upstream_headers(upstream, tracker.request_id, stream),
-    )
     try:
-        answer = await client.send(outgoing, stream=stream)
-    except httpx.TransportError as exc:  # timeouts included
-        failed = upstream_failed(upstream, exc)
-        tracker.finish(status=failed.status_code, error=failure_code(exc))
-        return failed
-    tracker.status = answer.status_code
-    content_type = answer.headers.get("content-type", "application/json")
+        answer = await client_for(upstream).post(
+            upstream.url(route.upstream_path),
+            data=content,
+            headers=_upstream_headers(upstream, tracker.request_id, stream),
+        )
+    except UPSTREAM_ERRORS as exc:  # timeouts included
+        return _failed(tracker, upstream, exc)
+    tracker.status = answer.status
+    content_type = answer.headers.get("Content-Type", "application/json")
     # An engine that answers a stream request with a whole JSON body is relayed whole.
-    if stream and answer.status_code == 200 and content_type.startswith("text/event-stream"):
+    if stream and answer.status == 200 and content_type.startswith("text/event-stream"):
         relayed = StreamingHttpResponse(
             RelayStream(tracker, answer, StreamReader(tracker, forward_usage=forward_usage)),
             content_type=content_type,
@@ -117,20 +111,32 @@ async def _forward(
         relayed["Cache-Control"] = "no-cache"
         relayed["X-Accel-Buffering"] = "no"  # nginx in front must not hold events back
         return relayed
-    if stream:  # not a stream after all (an error, say): read it whole
-        try:
-            await answer.aread()
-        finally:
-            await answer.aclose()
-    return _whole_answer(tracker, route, upstream, answer, content_type)
+    try:
+        whole = await answer.read()
+    except UPSTREAM_ERRORS as exc:  # the answer broke off, or went silent, mid-body
+        answer.close()
+        return _failed(tracker, upstream, exc)
+    finally:
+        answer.release()
+    return _whole_answer(tracker, route, upstream, answer.status, whole, content_type)
+
+
+def _failed(tracker: Tracker, upstream: Upstream, exc: BaseException) -> JsonResponse:
+    failed = upstream_failed(upstream, exc)
+    tracker.finish(status=failed.status_code, error=failure_code(exc))
+    return failed
 
 
 def _whole_answer(
-    tracker: Tracker, route: Route, upstream: Upstream, answer: httpx.Response, content_type: str
+    tracker: Tracker,
+    route: Route,
+    upstream: Upstream,
+    status: int,
+    content: bytes,
+    content_type: str,
 ) -> HttpResponse:
-    status = answer.status_code
     if status < 400:
-        body = take_body(tracker, answer.content, embeddings=route is EMBEDDINGS)
+        body = take_body(tracker, content, embeddings=route is EMBEDDINGS)
         tracker.finish()
         return HttpResponse(body, status=status, content_type=content_type)
     if status in (401, 403):
@@ -139,8 +145,8 @@ def _whole_answer(
         tracker.finish(status=502, error=f"upstream_{status}")
         return upstream_refused(upstream, status)
     tracker.finish(error=upstream_status_error(status))
-    if _is_openai_error(answer.content):
-        relayed = HttpResponse(answer.content, status=status, content_type=content_type)
+    if _is_openai_error(content):
+        relayed = HttpResponse(content, status=status, content_type=content_type)
     else:
         # Not an OpenAI error object (a proxy's HTML page, say): say what happened instead.
         relayed = error_response(

@@ -6,10 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
-import httpx
+import aiohttp
 
 from ..tracker import Tracker
 from .accounting import StreamReader
+from .clients import UPSTREAM_ERRORS
 from .errors import UPSTREAM_BROKEN, UPSTREAM_TIMEOUT, sse_error_event
 
 _T = TypeVar("_T")
@@ -34,7 +35,7 @@ _AFTER_DONE_BYTES = 64 * 1024
 
 
 async def _rest_of_body(
-    answer: httpx.Response, chunks: AsyncIterator[bytes], reader: StreamReader
+    answer: aiohttp.ClientResponse, chunks: AsyncIterator[bytes], reader: StreamReader
 ) -> bytes:
     """Read the upstream body to its end once "[DONE]" has passed, then close it.
 
@@ -50,11 +51,13 @@ async def _rest_of_body(
             async for data in chunks:
                 out += reader.feed(data)
                 if len(out) > _AFTER_DONE_BYTES:
+                    answer.close()  # read no further: the connection cannot be reused
                     break
-    except (TimeoutError, httpx.TransportError):
-        pass
+    except UPSTREAM_ERRORS:  # TimeoutError included
+        answer.close()
     finally:
-        await answer.aclose()
+        # Back to the pool if the body was read to its end, else closed.
+        answer.release()
     return out
 
 
@@ -69,7 +72,9 @@ class RelayStream:
     the upstream answer, which cancels the request on the engine.
     """
 
-    def __init__(self, tracker: Tracker, answer: httpx.Response, reader: StreamReader) -> None:
+    def __init__(
+        self, tracker: Tracker, answer: aiohttp.ClientResponse, reader: StreamReader
+    ) -> None:
         self._tracker = tracker
         self._answer = answer
         self._reader = reader
@@ -84,7 +89,9 @@ class RelayStream:
         failure: BaseException | None = None
         try:
             try:
-                chunks = self._answer.aiter_raw()
+                # What the connection has buffered, each time: events that arrived
+                # together go on together (one write to the client, not one each).
+                chunks = self._answer.content.iter_any()
                 async for data in chunks:
                     out = reader.feed(data)
                     if reader.done:
@@ -104,10 +111,10 @@ class RelayStream:
                     yield rest
                 if not reader.done and tracker.error is None:
                     tracker.error = UPSTREAM_BROKEN
-            except httpx.TimeoutException:
+            except TimeoutError:  # silent past PROXY_READ_TIMEOUT_S
                 tracker.error = UPSTREAM_TIMEOUT
                 yield sse_error_event("The upstream stopped sending in time.", UPSTREAM_TIMEOUT)
-            except httpx.TransportError:
+            except UPSTREAM_ERRORS:
                 tracker.error = UPSTREAM_BROKEN
                 yield sse_error_event("The upstream broke off the stream.", UPSTREAM_BROKEN)
         except BaseException as exc:  # the client left (cancelled, closed) or a bug
@@ -116,8 +123,10 @@ class RelayStream:
         finally:
             # The request ends first: closing the upstream may be interrupted.
             tracker.close(failure)
-            if self._rest is None:  # else the rest's own task closes the answer
-                await self._answer.aclose()
+            if self._rest is None:  # else the rest's own task ends the answer
+                # Released: back to the pool after a whole body, closed otherwise
+                # (which cancels the request on the engine).
+                self._answer.release()
 
     def close(self) -> None:
         """Django calls this when it is done with the response, from a worker thread.
@@ -132,5 +141,5 @@ class RelayStream:
 
     def _abandon(self) -> None:
         self._tracker.close(asyncio.CancelledError())  # a no-op if the relay ended it
-        if self._rest is None and not self._answer.is_closed:
-            _in_background(self._answer.aclose())
+        if self._rest is None:
+            self._answer.close()

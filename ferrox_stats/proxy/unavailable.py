@@ -1,4 +1,4 @@
-"""The pass-through's routes where httpx (``ferrox-stats[proxy]``) is not installed.
+"""The pass-through's routes where aiohttp (``ferrox-stats[proxy]``) is not installed.
 
 Including ``ferrox_stats.proxy.urls`` then still works (the URLconf loads, the rest of
 the site runs); check reports ``ferrox_stats.E070``, and each route answers 503 in
@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 __all__ = ["MESSAGE", "chat_completions", "completions", "embeddings", "models"]
 
 MESSAGE = (
-    "The pass-through is not available: it needs httpx. "
+    "The pass-through is not available: it needs aiohttp. "
     "Install it with: pip install 'ferrox-stats[proxy]'."
 )
 

@@ -10,7 +10,7 @@ from django.urls import path
 
 from ..extras import PROXY, installed
 
-# Without httpx the routes answer 503 naming the extra (and check says E070), so the
+# Without aiohttp the routes answer 503 naming the extra (and check says E070), so the
 # host's URLconf still loads.
 views = import_module(f"{__package__}.{'views' if installed(PROXY) else 'unavailable'}")
 

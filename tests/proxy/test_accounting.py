@@ -69,6 +69,21 @@ def test_any_split_of_the_bytes_relays_the_same_events(cuts: list[int]) -> None:
     live.reset()
 
 
+@given(
+    st.lists(st.sampled_from([b"\n", b"\r", b"a", b"data: x"]), max_size=40),
+    st.integers(min_value=0, max_value=8),
+)
+def test_an_event_ends_at_the_first_blank_line_of_either_kind(
+    parts: list[bytes], start: int
+) -> None:
+    """``_next_end`` looks no further than the first "\\n\\n" (it is called once per
+    event on buffers of many events) and still finds what a search for both
+    markers finds: the earliest end, and its width."""
+    buffer = b"".join(parts)
+    ends = [(at, len(m)) for m in (b"\n\n", b"\r\n\r\n") if (at := buffer.find(m, start)) >= 0]
+    assert StreamReader._next_end(buffer, start) == (min(ends) if ends else (-1, 0))
+
+
 def test_a_client_that_asked_for_usage_gets_it() -> None:
     out, _, _ = _relay([STREAM], forward_usage=True)
     assert out == STREAM
@@ -245,3 +260,57 @@ def test_plain_chunks_read_without_parsing_count_as_parsed_ones(
         )
         live.reset()
     assert read[0] == read[1]
+
+
+# A stream as engines write it: content chunks alike but for their text (quotes,
+# backslashes, escapes and empty texts included), now and then another kind of chunk.
+_alike = st.builds(
+    lambda text, model: {
+        "id": "up-1",
+        "model": model,
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    },
+    _texts | st.sampled_from(["a", "b c", "é", "\\", '"', "\\n", "x\\"]),
+    st.sampled_from(["m", "m", "m", "m-2"]),
+)
+
+
+@settings(deadline=None)
+@given(st.lists(_alike | _chunks, max_size=30), st.booleans(), st.integers(1, 400))
+def test_chunks_alike_but_for_their_text_count_as_parsed_ones(
+    chunks: list[dict[str, Any]], compact: bool, piece: int
+) -> None:
+    """The reader's shortcut for chunks cut like the last plain one (``_template``)
+    gives what parsing each would, however the bytes arrive."""
+    separators = (",", ":") if compact else (", ", ": ")
+    events = [b"data: " + json.dumps(c, separators=separators).encode() + b"\n\n" for c in chunks]
+    stream = b"".join(events) + DONE
+    read = []
+    for plain in (True, False):
+        tracker = _tracker()
+        tracker.request_id = "chatcmpl-ours"
+        reader = (StreamReader if plain else ParsingEveryEvent)(tracker, forward_usage=True)
+        pieces = [stream[i : i + piece] for i in range(0, len(stream), piece)]
+        out = b"".join(reader.feed(p) for p in pieces) + reader.flush()
+        read.append(
+            (out, tracker._completion_seen, tracker.model, tracker.finish_reason, tracker.error)
+        )
+        live.reset()
+    assert read[0] == read[1]
+
+
+def test_a_chunk_that_only_looks_alike_is_parsed() -> None:
+    """An upstream's bytes that begin and end like the last plain chunk but whose
+    middle is JSON, not text: the shortcut must not take them for one token."""
+    tracker = _tracker()
+    tracker.request_id = "chatcmpl-ours"
+    reader = StreamReader(tracker, forward_usage=True)
+    first = _event(_chunk("hi"), b"")
+    before, after = first.split(b"hi")
+    forged = before + b'"},"other":{"text":"' + after  # content "", then another object
+    choice = json.loads(forged[6:])["choices"][0]
+    assert (choice["delta"], choice["other"]) == ({"content": ""}, {"text": ""})
+    # The first chunk is parsed, the second read plain (it sets the shortcut's ends).
+    reader.feed(2 * (first + b"\n\n") + forged + b"\n\n" + before + b"there" + after + b"\n\n")
+    assert tracker._completion_seen == 3  # "hi" twice and "there"; the forged chunk has none
+    live.reset()

@@ -59,7 +59,7 @@ def test_an_unreachable_upstream_is_a_warning(
     with pytest.raises(openai.APIStatusError):
         plane.sdk().models.list()
     assert logged(caplog) == 2 * warned(
-        "upstream 'gone' could not be reached (ConnectError) -> 502 to the client"
+        "upstream 'gone' could not be reached (ClientConnectorError) -> 502 to the client"
     )
 
 
@@ -72,7 +72,7 @@ def test_an_upstream_silent_past_the_timeout_is_a_warning(
             model="sim-small", messages=MESSAGES, extra_body={"sim": {"stall_after": 0}}
         )
     assert logged(caplog) == warned(
-        "upstream 'sim' did not answer in time (ReadTimeout) -> 504 to the client"
+        "upstream 'sim' did not answer in time (SocketTimeoutError) -> 504 to the client"
     )
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
-
-import httpx
+from typing import Any
 
 from ferrox_stats import live
 from ferrox_stats.proxy.accounting import StreamReader
@@ -14,19 +13,36 @@ from ferrox_stats.proxy.stream import RelayStream
 from tests.conftest import FakeClock
 
 
-class Upstream(httpx.AsyncByteStream):
-    """An upstream answer's body, not yet read."""
+class Upstream:
+    """An upstream answer's body, not yet read, as aiohttp's ``StreamReader`` hands it
+    out: what the connection has buffered, each time."""
 
     def __init__(self, *parts: bytes) -> None:
         self.parts = parts
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def iter_any(self) -> AsyncIterator[bytes]:
         for part in self.parts:
             yield part
 
 
-def _answer(*parts: bytes) -> httpx.Response:
-    return httpx.Response(200, stream=Upstream(*parts))
+class Answer:
+    """What the relay uses of an ``aiohttp.ClientResponse``: its ``content``,
+    ``release()`` (its connection back to the pool if the body was read to its end)
+    and ``close()`` (the connection dropped: the engine sees the request cancelled)."""
+
+    def __init__(self, content: Upstream) -> None:
+        self.content = content
+        self.released = self.closed = False
+
+    def release(self) -> None:
+        self.released = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _answer(*parts: bytes) -> Any:
+    return Answer(Upstream(*parts))
 
 
 def test_a_stream_django_never_started_still_ends_its_request() -> None:
@@ -43,7 +59,7 @@ def test_a_stream_django_never_started_still_ends_its_request() -> None:
         closer.join()
         for _ in range(5):  # the loop runs what close() handed it
             await asyncio.sleep(0)
-        return answer.is_closed
+        return answer.closed
 
     assert asyncio.run(scenario())
     (record,) = [r for _, r in recorder.stats.since(0, 10).rows]
@@ -107,7 +123,7 @@ class Watched(Upstream):
         self.end = asyncio.Event()
         self.read_to_end = False
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def iter_any(self) -> AsyncIterator[bytes]:
         for part in self.parts:
             yield part
         await self.end.wait()
@@ -119,16 +135,16 @@ def test_a_client_leaving_on_done_does_not_cut_the_upstream_body() -> None:
     anyway (read to its end, its connection goes back to the pool; cut, it is dropped)."""
     recorder = live.reset(FakeClock())
 
-    async def scenario() -> tuple[list[bytes], Watched, httpx.Response]:
+    async def scenario() -> tuple[list[bytes], Watched, Answer]:
         tracker = recorder.track(stream=True).begin()
         tracker.status = 200
         body = Watched(b"data: [DONE]\n\n")
-        answer = httpx.Response(200, stream=body)
+        answer = Answer(body)
         relay = RelayStream(tracker, answer, StreamReader(tracker, forward_usage=True))
         parts = relay.__aiter__()
         sent = [await anext(parts)]
         await parts.aclose()  # the client left, the body's end not yet sent
-        assert not answer.is_closed
+        assert not (answer.released or answer.closed)
         body.end.set()
         for _ in range(5):  # the loop runs the read of the end
             await asyncio.sleep(0)
@@ -136,7 +152,7 @@ def test_a_client_leaving_on_done_does_not_cut_the_upstream_body() -> None:
 
     sent, body, answer = asyncio.run(scenario())
     assert sent == [b"data: [DONE]\n\n"]
-    assert body.read_to_end and answer.is_closed
+    assert body.read_to_end and answer.released and not answer.closed  # back to the pool
     (record,) = [r for _, r in recorder.stats.since(0, 10).rows]
     assert (record.aborted, record.status) == (None, 200)
     live.reset()
