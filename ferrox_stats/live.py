@@ -69,10 +69,20 @@ __all__ = [
 
 
 # How long a reader waits for a record whose seq its request already took: that request
-# runs the next few bytecodes as soon as it gets the GIL, so this is never reached
-# unless it died there (an asynchronous exception); then the read goes on without it.
+# runs the next few bytecodes as soon as it gets the GIL, so this is rarely reached (a
+# thread preempted there on a loaded host); then the read goes on without it and the
+# records after it wait, in seq order, for a later read.
 _SEQ_WAIT_ATTEMPTS = 1000
 _SEQ_WAIT_S = 0.0001
+# A seq missing this long (the recorder's clock) is lost: its request died between
+# taking it and queueing its record (an asynchronous exception, a MemoryError). Its
+# place in the ring gets LOST_RECORD so the records after it are not held back forever
+# (nor every read made to wait); the record, should it come after all, is counted and
+# archived but not put in the ring (``records_late``).
+SEQ_LOST_AFTER_S = 10.0
+# What a lost seq's place in the ring says (``Record.error``): a request ended there,
+# its record did not reach the ring.
+LOST_RECORD = "record_lost"
 
 
 # A finished report's fields (``Recorder.end``): (now, prompt, completion, counts, seq, record).
@@ -178,6 +188,10 @@ class Recorder:
         self._fold_at = self.fold_every
         self.request_folds = 0
         self.seq_waits = 0  # reader folds that gave up waiting for a seq's record
+        self.seqs_lost = 0  # seqs given up after SEQ_LOST_AFTER_S: LOST_RECORD in the ring
+        self.records_late = 0  # records that came after their seq was given up
+        # The lowest missing seq, and when a fold first found it missing.
+        self._gap: tuple[int, float] | None = None
         self.pool_occupancy: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.queue_depth: LastKnown[float] = LastKnown(gauge_max_age_s)
         self.gauges_refused = 0  # gauge reports ignored as impossible
@@ -362,15 +376,50 @@ class Recorder:
         for _ in range(_SEQ_WAIT_ATTEMPTS):
             batch = [pending.popleft() for _ in range(len(pending))]
             if batch:
-                self._settle(batch, early)
+                self._settle(batch, early, expected)
             expected = self._expose(early, expected)
-            if not early or not wait:
+            if not early:
+                self._gap = None
+                return
+            if self._gap_given_up(expected):
+                expected = self._expose(early, self._fill_gap(early, expected))
+                continue
+            if not wait:
                 return
             # A request is between next(_seqs) and its append: let it run.
             time.sleep(_SEQ_WAIT_S)
         self.seq_waits += 1
 
-    def _settle(self, batch: list[tuple[Any, ...]], early: dict[int, Record]) -> None:
+    def _gap_given_up(self, missing: int) -> bool:
+        """Whether seq ``missing`` has been missing for SEQ_LOST_AFTER_S."""
+        now = self.clock.monotonic()
+        if self._gap is None or self._gap[0] != missing:
+            self._gap = (missing, now)
+            return False
+        return now - self._gap[1] >= SEQ_LOST_AFTER_S
+
+    def _fill_gap(self, early: dict[int, Record], expected: int) -> int:
+        """Give the missing seqs below the first record held LOST_RECORD rows."""
+        lost = min(early) - expected
+        row = Record(at_ms=self.clock.wall_ms(), replica=self.replica, error=LOST_RECORD)
+        first = self._stats.ring.push_many([row] * lost)
+        assert first == expected, "only the recorder pushes to its ring"
+        if not self.seqs_lost:
+            logger.warning(
+                "ferrox_stats: %d request record(s) never reached this process's ring "
+                "(seq %d on); their places read %r (later ones only counted, in "
+                "Recorder.seqs_lost)",
+                lost,
+                expected,
+                LOST_RECORD,
+            )
+        self.seqs_lost += lost
+        self._gap = None
+        return expected + lost
+
+    def _settle(
+        self, batch: list[tuple[Any, ...]], early: dict[int, Record], expected: int
+    ) -> None:
         # In C-level passes over the batch where it can. The rate windows get their
         # (now, delta) samples in queue order: the order in which the requests reported
         # them, as when each took the lock itself.
@@ -389,7 +438,15 @@ class Recorder:
                         record = item[5]
                         serving.count_finished_locked(record.aborted, record.error is not None)
         records = list(map(_RECORD, finished))
-        early.update(zip(map(_SEQ, finished), records, strict=True))
+        seqs = list(map(_SEQ, finished))
+        if seqs and min(seqs) < expected:
+            # A record whose seq was given up (its place reads LOST_RECORD): counted
+            # above, archived by its request, but its place in the ring is taken.
+            kept = {seq: r for seq, r in zip(seqs, records, strict=True) if seq >= expected}
+            self.records_late += len(seqs) - len(kept)
+            early.update(kept)
+        else:
+            early.update(zip(seqs, records, strict=True))
         try:
             self._breakdown.observe_many(records)
         except Exception:

@@ -220,6 +220,62 @@ def test_the_ring_never_shows_a_seq_before_the_ones_below_it_arrived(
     assert [(seq, row.request_id) for seq, row in page.rows] == [(0, "a"), (1, "b"), (2, "c")]
 
 
+def test_a_seq_whose_record_never_comes_is_given_up_and_holds_nothing_back(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A request that died between taking its seq and queueing its record (an
+    # asynchronous exception there): without giving its seq up, every record after it
+    # would stay out of the ring, held in memory, and every read would wait for it.
+    monkeypatch.setattr(live, "_SEQ_WAIT_ATTEMPTS", 3)
+    monkeypatch.setattr(live, "_SEQ_WAIT_S", 0.0)
+    recorder = live.Recorder(clock=clock)
+    recorder.finished(Record(request_id="a"))
+    lost_seq = next(recorder._seqs)
+    recorder.finished(Record(request_id="c"))
+    assert [row.request_id for _, row in recorder.stats.since(0, 10).rows] == ["a"]
+    clock.advance(live.SEQ_LOST_AFTER_S - 0.001)
+    assert recorder.stats.recorded_total == 1  # not yet: a thread may only be slow
+    clock.advance(0.001)
+    recorder.finished(Record(request_id="d"))
+    rows = recorder.stats.since(0, 10).rows
+    assert [(seq, row.request_id, row.error) for seq, row in rows] == [
+        (0, "a", None),
+        (lost_seq, None, live.LOST_RECORD),
+        (2, "c", None),
+        (3, "d", None),
+    ]
+    assert (recorder.seqs_lost, recorder.records_late, len(recorder._early)) == (1, 0, 0)
+    assert [r.getMessage() for r in caplog.records if "never reached" in r.getMessage()] == [
+        "ferrox_stats: 1 request record(s) never reached this process's ring (seq 1 on); "
+        "their places read 'record_lost' (later ones only counted, in Recorder.seqs_lost)"
+    ]
+    # The record comes after all: counted as a finished request, its place stays taken.
+    recorder._pending.append((0.0, 0, 0, live.COUNTS_COMPLETED, lost_seq, Record(request_id="b")))
+    recorder.finished(Record(request_id="e"))
+    assert [row.request_id for _, row in recorder.stats.since(4, 10).rows] == ["e"]
+    assert recorder.records_late == 1
+    assert recorder.serving.snapshot(0.0).completed == 1
+
+
+def test_a_gap_found_again_later_starts_its_own_wait(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(live, "_SEQ_WAIT_ATTEMPTS", 2)
+    monkeypatch.setattr(live, "_SEQ_WAIT_S", 0.0)
+    recorder = live.Recorder(clock=clock)
+    first = next(recorder._seqs)
+    recorder.finished(Record(request_id="b"))
+    recorder.fold()
+    clock.advance(live.SEQ_LOST_AFTER_S / 2)
+    recorder._pending.append((0.0, 0, 0, 0, first, Record(request_id="a")))  # only slow
+    second = next(recorder._seqs)
+    recorder.finished(Record(request_id="d"))
+    recorder.fold()
+    clock.advance(live.SEQ_LOST_AFTER_S / 2)  # 10 s since the first gap, 5 s this one's
+    assert [row.request_id for _, row in recorder.stats.since(0, 10).rows] == ["a", "b"]
+    assert (recorder.seqs_lost, second) == (0, 2)
+
+
 def test_the_queue_stays_bounded_when_nobody_reads(clock: FakeClock) -> None:
     recorder = live.Recorder(clock=clock)
     recorder.fold_every = recorder._fold_at = 8
