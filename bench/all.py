@@ -77,6 +77,7 @@ BENCHES: dict[str, Bench] = {
     ),
     "metrics": Bench("metrics.py", "--records 5000 --rounds 5", r"goal"),
     "proxy": Bench("proxy.py", "--quick", r"goal|added at p50"),
+    "proxy_clients": Bench("proxy_clients.py", "--quick", r"^\| (httpx|aiohttp|through) \|"),
     "proxy_litellm": Bench(
         "proxy_litellm.py",
         "--quick",

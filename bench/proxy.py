@@ -581,7 +581,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     versions = ", ".join(
-        f"{name} {importlib.metadata.version(name)}" for name in ("django", "uvicorn", "httpx")
+        f"{name} {importlib.metadata.version(name)}" for name in ("django", "uvicorn", "aiohttp")
     )
     # What uvicorn picks (for both servers) when they are importable; else asyncio and h11.
     extras = [name for name in ("uvloop", "httptools") if importlib.util.find_spec(name)]
