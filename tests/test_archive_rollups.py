@@ -5,12 +5,13 @@ whatever the batches held (nulls, duplicates, dead letters) and after faults."""
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection, transaction
 from django.db.models import Count, Sum
 from django.db.models.functions import TruncHour, TruncMinute
 from hypothesis import HealthCheck, given, settings
@@ -83,6 +84,15 @@ def expected_rollups() -> dict[Key, dict[str, Any]]:
             if decode is not None and completion is not None and completion > 1:
                 cell["tpot"].add(decode / 1000.0 / (completion - 1))
     return expected
+
+
+def assert_same_tally(got: Tally, want: Tally) -> None:
+    """Equal counters and buckets; distributions' float sums up to their addition order."""
+    assert got.wire() == want.wire()
+    for name in ("duration", "ttft", "tpot"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a.zeros, a.counts) == (b.zeros, b.counts), name
+        assert math.isclose(a.total, b.total, rel_tol=1e-9, abs_tol=1e-12), name
 
 
 def assert_rollups_match_archive() -> None:
@@ -273,3 +283,131 @@ def test_an_existing_cell_merges_distributions_under_its_row() -> None:
     assert tally.duration.count == 2
     assert tally.duration.quantile(100) == pytest.approx(8.0, rel=1 / 64)
     assert datetime_to_at_ms(row.bucket) == at - at % 60_000
+
+
+def _in_thread(target: Any) -> threading.Thread:
+    def run() -> None:
+        try:
+            target()
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _waiting_on_a_lock(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's row locks")
+@pytest.mark.django_db(transaction=True)
+def test_a_concurrent_upsert_waits_for_the_row_and_merges_what_it_committed() -> None:
+    at = BASE_AT_MS
+    # The same cells from both; the second's records in the opposite order.
+    first = [
+        make_record(at_ms=at + i * 30_000, model=f"m{i % 2}", duration_ms=100.0) for i in range(6)
+    ]
+    second = [
+        make_record(at_ms=at + i * 30_000, model=f"m{i % 2}", duration_ms=9000.0)
+        for i in reversed(range(6))
+    ]
+    first_wrote, release_first = threading.Event(), threading.Event()
+    second_pid: list[int] = []
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            with transaction.atomic():
+                upsert(cells_of(first), "default")
+                first_wrote.set()
+                assert release_first.wait(30)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            first_wrote.set()
+
+    def two() -> None:
+        try:
+            assert first_wrote.wait(30)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                second_pid.append(cursor.fetchone()[0])
+            with transaction.atomic():
+                upsert(cells_of(second), "default")  # waits on the first's row locks
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [_in_thread(one), _in_thread(two)]
+    try:
+        # The second is blocked on a row the first holds (a condition, not a time).
+        assert first_wrote.wait(30)
+        for _ in range(3000):
+            if second_pid and _waiting_on_a_lock(second_pid[0]):
+                break
+            threading.Event().wait(0.01)
+        else:
+            pytest.fail("the second transaction never waited on the first's rows")
+    finally:
+        release_first.set()
+        for thread in threads:
+            thread.join(60)
+    assert not errors, errors
+    expected = cells_of(first + second)
+    stored = {
+        (r.span_s, datetime_to_at_ms(r.bucket), tuple(getattr(r, f) for f in GROUP)): r
+        for r in Rollup.objects.all()
+    }
+    assert set(stored) == set(expected)
+    for key, tally in expected.items():
+        row = stored[key]
+        got = Tally.stored(
+            (
+                row.requests,
+                row.prompt_tokens,
+                row.completion_tokens,
+                row.cached_tokens,
+                row.out_of_range,
+            ),
+            (row.aborts, row.duration, row.ttft, row.tpot),
+        )
+        assert_same_tally(got, tally)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers")
+@pytest.mark.django_db(transaction=True)
+def test_writers_on_their_own_connections_lose_no_update() -> None:
+    at = BASE_AT_MS
+    batches = [
+        [
+            Pending(
+                w * 1000 + b * 10 + i,
+                make_record(at_ms=at + (b * 10 + i) * 7000, model=f"m{i % 3}"),
+                f"w{w}",
+            )
+            for i in range(10)
+        ]
+        for w in range(3)
+        for b in range(8)
+    ]
+    errors: list[BaseException] = []
+
+    def writer(mine: list[list[Pending]]) -> Any:
+        def run() -> None:
+            try:
+                for items in mine:
+                    write_batch(items)
+            except BaseException as exc:
+                errors.append(exc)
+
+        return run
+
+    threads = [_in_thread(writer(batches[w::3])) for w in range(3)]
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    assert FinishedRequest.objects.count() == 240
+    assert_rollups_match_archive()
