@@ -16,12 +16,16 @@ commit-order trigger and sequence of migration 0006), in batches of
 - ``copy text -trigger``: ``copy text`` with the commit-order trigger disabled;
   ``copy text -0006``: and with ``commit_seq``'s default (a ``nextval`` per row)
   dropped too. Both are restored after the variant. They price migration 0006.
+- ``archiver -rollups``: ``archiver`` with the usage rollups (``archive/rollups.py``,
+  kept in each batch's transaction) switched off: what they cost the writer
+  (``rollups: archiver ...`` line: rows/s with ÷ without).
 - ``bulk_create`` (``--bulk-create``): ``FinishedRequest.objects.bulk_create``.
 
-Untimed before each variant: ``TRUNCATE``, ``CHECKPOINT`` (so no variant inherits
-another's dirty buffers), ``gc.collect()``; autovacuum is off for the table (it would
-wake at a random moment of a later variant). A warm-up round is discarded. Rounds rotate
-the order of the variants. Each variant must leave exactly N rows.
+Untimed before each variant: ``TRUNCATE`` (of the rollups too), ``CHECKPOINT`` (so no
+variant inherits another's dirty buffers), ``gc.collect()``; autovacuum is off for the
+table (it would wake at a random moment of a later variant). A warm-up round is
+discarded. Rounds rotate the order of the variants. Each variant must leave exactly N
+rows.
 
 Per variant and round the script prints the wall time, the CPU time of this process
 (the client: Python, psycopg) and of the server backend that did the writing (from
@@ -171,7 +175,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     from ferrox_stats.archive.rows import COLUMNS, Pending, row_values
     from ferrox_stats.archive.writer import ArchiveWriter
     from ferrox_stats.conf import conf
-    from ferrox_stats.models import FinishedRequest
+    from ferrox_stats.models import FinishedRequest, Rollup
 
     call_command("migrate", verbosity=0)
     n, batch = args.rows, conf.ARCHIVE_BATCH_SIZE
@@ -180,6 +184,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     # Inputs are built once, untimed: each variant is timed from what it is handed.
     rows = [row_values(Pending(i, r, instance)) for i, r in enumerate(records)]
     table = FinishedRequest._meta.db_table
+    rollups = Rollup._meta.db_table
     columns = ", ".join(COLUMNS)
 
     def sql(statement: str) -> Any:
@@ -202,9 +207,10 @@ def run(args: argparse.Namespace, url: str) -> None:
     # Autovacuum would wake on the filled table at a random moment of a later variant.
     sql(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     submit_ns: list[float] = []
+    rollup_rows: list[int] = []
     drain_s: list[float] = []
 
-    def archiver() -> tuple[float, int]:
+    def archiver(timings: bool = True) -> tuple[float, int]:
         # The queue must hold the whole run: a drop would make the figure meaningless.
         writer = ArchiveWriter(
             instance=instance,
@@ -228,9 +234,21 @@ def run(args: argparse.Namespace, url: str) -> None:
         assert emptied and health.persisted == n and not health.failed_attempts, health
         assert not health.dropped and not health.dead_lettered, health
         assert not health.duplicates, health
-        submit_ns.append((submitted - start) * 1e9 / n)
-        drain_s.append(end - submitted)
+        if timings:
+            submit_ns.append((submitted - start) * 1e9 / n)
+            drain_s.append(end - submitted)
+            rollup_rows.append(Rollup.objects.count())
         return end - start, server
+
+    def archiver_without_rollups() -> tuple[float, float]:
+        from ferrox_stats.archive import batch as batch_module
+
+        real = batch_module.add_rollups
+        batch_module.add_rollups = lambda records, using: None
+        try:
+            return archiver(timings=False)
+        finally:
+            batch_module.add_rollups = real
 
     def raw_copy(binary: bool) -> Callable[[], tuple[float, float]]:
         statement = f"COPY {table} ({columns}) FROM STDIN" + (" (FORMAT BINARY)" if binary else "")
@@ -280,6 +298,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     variants: dict[str, Callable[[], tuple[float, float]]] = {
         ANCHOR: raw_copy(binary=False),
         "archiver": archiver,
+        "archiver -rollups": archiver_without_rollups,
         "copy binary": raw_copy(binary=True),
         "copy text -trigger": without(trigger=True, default=False),
         "copy text -0006": without(trigger=True, default=True),
@@ -309,6 +328,7 @@ def run(args: argparse.Namespace, url: str) -> None:
         # Rotate the order so no variant always follows the same neighbour.
         for name in names[r % len(names) :] + names[: r % len(names)]:
             sql(f"TRUNCATE {table} RESTART IDENTITY")
+            sql(f"TRUNCATE {rollups} RESTART IDENTITY")
             sql("CHECKPOINT")
             gc.collect()
             client0 = time.process_time()
@@ -354,6 +374,12 @@ def run(args: argparse.Namespace, url: str) -> None:
             f"({min(w):.2f}-{max(w):.2f}), CPU {statistics.median(c):.2f}x"
             + (goal if anchor == ANCHOR else "")
         )
+    with_rollups = [w / a for a, w in zip(wall["archiver"], wall["archiver -rollups"], strict=True)]
+    print(
+        f"rollups: archiver with / without (rows/s ratio): {statistics.median(with_rollups):.2f}x "
+        f"({min(with_rollups):.2f}-{max(with_rollups):.2f}); rollup rows written per run: "
+        f"{max(rollup_rows)}"
+    )
     drained = [a / d for a, d in zip(wall[ANCHOR], drain_s[args.warmup :], strict=True)]
     print(f"archiver drain() alone vs copy text: wall {statistics.median(drained):.2f}x")
     for name, label in (
