@@ -37,7 +37,7 @@ The script creates (and finally drops) its own database on the local PostgreSQL.
 
 Run from the repo root::
 
-    PYTHONPATH=. python bench/archive_write.py [--rows N --rounds R --bulk-create]
+    PYTHONPATH=. python bench/archive_write.py [--rows N --rounds R --groups G --bulk-create]
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
+import itertools
 import os
 import platform
 import random
@@ -66,8 +67,13 @@ GOAL = 0.9  # archiver >= 0.9x copy text (issue 13)
 DESCRIPTION = "Archive write throughput: ArchiveWriter vs raw psycopg COPY of the same rows."
 
 
-def make_records(n: int, seed: int = 1) -> list[Any]:
-    """N plausible finished requests: varied models, routes, outcomes, sizes, times."""
+def make_records(n: int, seed: int = 1, groups: int | None = None) -> list[Any]:
+    """N plausible finished requests: varied models, routes, outcomes, sizes, times.
+
+    Their labels spread over about 540 rollup groups (model x route x replica x key x
+    outcome); with ``groups``, over that many at most (``--groups``): each outcome's
+    records take their labels from a few fixed combinations (most of them ok ones).
+    """
     from ferrox_stats.core.requests import Record
 
     rng = random.Random(seed)
@@ -118,13 +124,36 @@ def make_records(n: int, seed: int = 1) -> list[Any]:
                 replica=rng.choice(replicas),
             )
         )
-    return records
+    if groups is None:
+        return records
+    from ferrox_stats.archive.rows import outcome
+
+    if groups < 3:
+        raise ValueError("--groups must be at least 3 (one per outcome)")
+    labels = list(itertools.product(models, sorted(set(routes)), replicas, keys))
+    random.Random(seed).shuffle(labels)
+    few = max(1, groups // 10)
+    sizes = {"ok": groups - 2 * few, "error": few, "aborted": few}
+    pools, start = {}, 0
+    for kind, size in sizes.items():
+        pools[kind], start = labels[start : start + size], start + size
+    spread = []
+    for record in records:
+        model, route, replica, key = rng.choice(pools[outcome(record)])
+        spread.append(record._replace(model=model, route=route, replica=replica, via_api_key=key))
+    return spread
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--groups",
+        type=int,
+        default=None,
+        help="rollup groups the records spread over (default: about 540)",
+    )
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first and discarded")
     parser.add_argument("--bulk-create", action="store_true", help="also time bulk_create")
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
@@ -180,7 +209,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     call_command("migrate", verbosity=0)
     n, batch = args.rows, conf.ARCHIVE_BATCH_SIZE
     instance = "bench-instance"
-    records = make_records(n)
+    records = make_records(n, groups=args.groups)
     # Inputs are built once, untimed: each variant is timed from what it is handed.
     rows = [row_values(Pending(i, r, instance)) for i, r in enumerate(records)]
     table = FinishedRequest._meta.db_table

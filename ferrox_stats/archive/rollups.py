@@ -71,31 +71,35 @@ def group_key(group: Group) -> str:
 
 def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
     """The records summed per minute and hour cell."""
-    minutes: dict[Cell, Tally] = {}
-    minute_ms = SPANS[0] * 1000
-    for record in records:
-        at_ms: int = record.at_ms  # type: ignore[assignment]  # archived: never None
-        group: Group = (
-            record.model,
-            record.route,
-            record.replica,  # type: ignore[assignment]  # archived: never None
-            record.via_api_key,
-            outcome(record),
+    records = list(records)
+    groups: list[Group] = list(
+        zip(
+            [r.model for r in records],
+            [r.route for r in records],
+            [r.replica for r in records],  # archived: never None
+            [r.via_api_key for r in records],
+            map(outcome, records),
+            strict=True,
         )
-        key = (SPANS[0], at_ms - at_ms % minute_ms, group)
-        tally = minutes.get(key)
-        if tally is None:
-            tally = minutes[key] = Tally()
-        tally.add(record)
-    cells = dict(minutes)
-    for span in SPANS[1:]:
+    )  # type: ignore[arg-type]
+    at = [r.at_ms for r in records]
+    cells: dict[Cell, Tally] = {}
+    for span in SPANS:
         span_ms = span * 1000
-        for (_, start, group), tally in minutes.items():
-            key = (span, start - start % span_ms, group)
-            wider = cells.get(key)
-            if wider is None:
-                wider = cells[key] = Tally()
-            wider.merge(tally)
+        keys: list[Cell] = [
+            (span, t - t % span_ms, group)  # type: ignore[operator]  # archived: never None
+            for t, group in zip(at, groups, strict=True)
+        ]
+        tallies = Tally.grouped(keys, records)
+        if tallies is None:
+            # A value add() leaves out (out of range, not a number): one at a time.
+            tallies = {}
+            for key, record in zip(keys, records, strict=True):
+                tally = tallies.get(key)
+                if tally is None:
+                    tally = tallies[key] = Tally()
+                tally.add(record)
+        cells.update(tallies)
     return cells
 
 
@@ -113,44 +117,91 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
         ((span, start, group_key(group)), group, tally)
         for (span, start, group), tally in cells.items()
     )
-    columns = ", ".join(_COLUMNS)
-    row_sql = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
-    counters = ", ".join(f"{c} = {TABLE}.{c} + excluded.{c}" for c in _COUNTERS)
-    returning = ", ".join(("id", *_KEY, *_COUNTERS, *_TEXTS))
+    arrays = connection.vendor == "postgresql"
     merged: list[tuple[str, str, str, str, int]] = []
+    # PostgreSQL takes every cell in one statement of arrays; elsewhere a multi-row
+    # INSERT at most CHUNK rows long.
+    chunks = [keyed] if arrays else [keyed[lo : lo + CHUNK] for lo in range(0, len(keyed), CHUNK)]
     with connection.cursor() as cursor:
-        for lo in range(0, len(keyed), CHUNK):
-            chunk = keyed[lo : lo + CHUNK]
-            params: list[Any] = []
+        for chunk in chunks:
+            rows: list[tuple[Any, ...]] = []
             mine: dict[tuple[int, Any, str], Tally] = {}
             for (span, start, digest), group, tally in chunk:
                 bucket = adapt(at_ms_to_datetime(start))
                 mine[(span, bucket, digest)] = tally
-                params.extend((span, bucket, digest, *group))
-                params.extend((tally.requests, tally.prompt_tokens, tally.completion_tokens))
-                params.extend((tally.cached_tokens, tally.out_of_range, *tally.texts()))
-            cursor.execute(
-                f"INSERT INTO {TABLE} ({columns}) VALUES "
-                + ", ".join([row_sql] * len(chunk))
-                + f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {counters}"
-                + f" RETURNING {returning}",
-                params,
-            )
+                rows.append(
+                    (
+                        span,
+                        bucket,
+                        digest,
+                        *group,
+                        tally.requests,
+                        tally.prompt_tokens,
+                        tally.completion_tokens,
+                        tally.cached_tokens,
+                        tally.out_of_range,
+                        *tally.texts(),
+                    )
+                )
+            if arrays:
+                # One statement of fixed text (parsed once per connection), the cells
+                # as one array per column, inserted in the arrays' (the lock) order.
+                cursor.execute(_UNNEST_UPSERT, [list(c) for c in zip(*rows, strict=True)])
+            else:
+                cursor.execute(_values_upsert(len(rows)), [value for row in rows for value in row])
             for row in cursor.fetchall():
                 row_id, span, bucket, digest, requests = row[:5]
                 tally = mine[(span, _same(bucket, adapt), digest)]
                 if requests == tally.requests:
                     continue  # created by this statement, with this batch's distributions
-                texts = row[9:]
                 stored = Tally()
-                stored.merge_texts(*texts)
+                stored.merge_texts(*row[9:])
                 stored.merge(tally)
                 merged.append((*stored.texts(), row_id))
-        if merged:
+        if merged and arrays:
+            # Rows this transaction holds locked already: their order no longer matters.
+            cursor.execute(_UNNEST_UPDATE, [list(c) for c in zip(*merged, strict=True)])
+        elif merged:
             cursor.executemany(
                 f"UPDATE {TABLE} SET {', '.join(f'{c} = %s' for c in _TEXTS)} WHERE id = %s",
                 merged,
             )
+
+
+_COUNTER_SET = ", ".join(f"{c} = {TABLE}.{c} + excluded.{c}" for c in _COUNTERS)
+_CONFLICT = f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {_COUNTER_SET}"
+_RETURNING = " RETURNING " + ", ".join(("id", *_KEY, *_COUNTERS, *_TEXTS))
+# PostgreSQL array types of _COLUMNS (the model's column types).
+_ARRAY_TYPES = (
+    "integer",
+    "timestamptz",
+    *("varchar",) * 6,  # group_key, model, route, replica, via_api_key, outcome
+    *("bigint",) * 5,
+    *("text",) * 4,
+)
+_UNNEST_UPSERT = (
+    f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) "
+    f"SELECT {', '.join(_COLUMNS)} FROM unnest("
+    + ", ".join(f"%s::{t}[]" for t in _ARRAY_TYPES)
+    + f") WITH ORDINALITY AS cell ({', '.join(_COLUMNS)}, n) ORDER BY n"
+    + _CONFLICT
+    + _RETURNING
+)
+_UNNEST_UPDATE = (
+    f"UPDATE {TABLE} SET {', '.join(f'{c} = merged.{c}' for c in _TEXTS)} "
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[]) "
+    f"AS merged ({', '.join(_TEXTS)}, id) WHERE {TABLE}.id = merged.id"
+)
+
+
+def _values_upsert(n: int) -> str:
+    row = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
+    return (
+        f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) VALUES "
+        + ", ".join([row] * n)
+        + _CONFLICT
+        + _RETURNING
+    )
 
 
 def _same(bucket: Any, adapt: Any) -> Any:
