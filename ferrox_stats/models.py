@@ -399,8 +399,9 @@ class Rollup(models.Model):
     cached_tokens = models.BigIntegerField(default=0)
     # Values left out of the sums and distributions (``core.rollup.MAX_TOKENS``...).
     out_of_range = models.BigIntegerField(default=0)
-    # JSON text, "" when empty: {abort reason: count}; the three latency distributions
-    # in seconds, each in the dense form (``Distribution.dense``). Text, not jsonb:
+    # Text, "" when empty: {abort reason: count} as JSON; the three latency
+    # distributions in seconds, each as ``zeros;sum;index,count,...`` (its non-empty
+    # buckets, ``core.rollup.Tally.texts``). Text, not jsonb:
     # read back and merged in Python under the row's lock, never queried into.
     aborts = models.TextField(blank=True, default="")
     duration = models.TextField(blank=True, default="")

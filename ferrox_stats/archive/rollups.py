@@ -14,12 +14,14 @@ counts its abort reasons (``Rollup.aborts``).
 Concurrency (several processes and hosts, one PostgreSQL). A batch's cells are written
 in one order every writer shares, ``(span, bucket, group digest)``:
 
-1. one ``INSERT … ON CONFLICT DO UPDATE`` adds the counters (no lost update: each
+1. one ``INSERT … ON CONFLICT DO UPDATE`` (on PostgreSQL of fixed text, the cells as
+   one array per column, ``unnest``-ed in order) adds the counters (no lost update: each
    row's update runs on its latest committed version, under its row lock) and creates
    a missing row with the batch's distributions; ``RETURNING`` hands back each row's
    counters and its stored distributions, read under that lock;
 2. a row that existed before (its request count is above the batch's) has its
-   distributions merged in Python and written back by id while the lock is still held.
+   distributions merged in Python and written back by id while the lock is still held
+   (on PostgreSQL in one ``UPDATE … FROM unnest``).
 
 Locks are taken in that one order, so two batches never wait on each other in a cycle
 (no deadlock). On PostgreSQL the archive's commit-order trigger (migration 0006) already
@@ -33,7 +35,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.db import connections
 
@@ -72,16 +74,19 @@ def group_key(group: Group) -> str:
 def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
     """The records summed per minute and hour cell."""
     records = list(records)
-    groups: list[Group] = list(
-        zip(
-            [r.model for r in records],
-            [r.route for r in records],
-            [r.replica for r in records],  # archived: never None
-            [r.via_api_key for r in records],
-            map(outcome, records),
-            strict=True,
-        )
-    )  # type: ignore[arg-type]
+    groups = cast(
+        list[Group],
+        list(
+            zip(
+                [r.model for r in records],
+                [r.route for r in records],
+                [r.replica for r in records],  # archived: never None
+                [r.via_api_key for r in records],
+                map(outcome, records),
+                strict=True,
+            )
+        ),
+    )
     at = [r.at_ms for r in records]
     cells: dict[Cell, Tally] = {}
     for span in SPANS:

@@ -111,11 +111,11 @@ def _seconds(
         return None
     if _NONE in kinds:
         kept = list(map(_given, values))
-        present = list(compress(values, kept))
+        present: list[float] = list(compress(values, kept))  # type: ignore[arg-type]
         running = [0, *accumulate(kept)]
         starts = [running[b] for b in bounds]
     else:
-        present, starts = list(values), bounds
+        present, starts = list(values), bounds  # type: ignore[arg-type]  # no None
     try:
         seconds = [v / scale for v in present] if scale != 1.0 else present
     except OverflowError:
@@ -278,19 +278,20 @@ class Tally:
             return None
         try:
             # As add() computes it (the same float operations, in the same order).
-            tpot = [
+            tpot: Sequence[float | None] = [
                 d / 1000.0 / (c - 1) if d is not None and c is not None and c > 1 else None
                 for d, c in zip(decodes, completions, strict=True)
             ]
         except OverflowError:
             return None
         times = []
-        for values, scale in (
+        timed_columns: tuple[tuple[Sequence[float | None], float], ...] = (
             (column["duration_ms"], 1000.0),
             (column["ttft_ms"], 1000.0),
             (tpot, 1.0),
-        ):
-            timed = _seconds(values, bounds, scale)
+        )
+        for timed_values, scale in timed_columns:
+            timed = _seconds(timed_values, bounds, scale)
             if timed is None:
                 return None
             times.append(timed)
