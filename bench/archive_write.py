@@ -16,9 +16,10 @@ commit-order trigger and sequence of migration 0006), in batches of
 - ``copy text -trigger``: ``copy text`` with the commit-order trigger disabled;
   ``copy text -0006``: and with ``commit_seq``'s default (a ``nextval`` per row)
   dropped too. Both are restored after the variant. They price migration 0006.
-- ``archiver -rollups``: ``archiver`` with the usage rollups (``archive/rollups.py``,
-  kept in each batch's transaction) switched off: what they cost the writer
-  (``rollups: archiver ...`` line: rows/s with ÷ without).
+- ``archiver +rollups``: ``archiver`` with the usage rollups (``archive/rollups.py``,
+  kept in each batch's transaction; ``FERROX_STATS["ROLLUPS"]``, off by default)
+  switched on: what they cost the writer (``rollups: archiver ...`` line: rows/s with ÷
+  without).
 - ``bulk_create`` (``--bulk-create``): ``FinishedRequest.objects.bulk_create``.
 
 Untimed before each variant: ``TRUNCATE`` (of the rollups too), ``CHECKPOINT`` (so no
@@ -266,18 +267,19 @@ def run(args: argparse.Namespace, url: str) -> None:
         if timings:
             submit_ns.append((submitted - start) * 1e9 / n)
             drain_s.append(end - submitted)
-            rollup_rows.append(Rollup.objects.count())
         return end - start, server
 
-    def archiver_without_rollups() -> tuple[float, float]:
-        from ferrox_stats.archive import batch as batch_module
+    def archiver_with_rollups() -> tuple[float, float]:
+        from django.conf import settings
 
-        real = batch_module.add_rollups
-        batch_module.add_rollups = lambda records, using: None
+        saved = getattr(settings, "FERROX_STATS", {})
+        settings.FERROX_STATS = {**saved, "ROLLUPS": True}
         try:
-            return archiver(timings=False)
+            timed = archiver(timings=False)
         finally:
-            batch_module.add_rollups = real
+            settings.FERROX_STATS = saved
+        rollup_rows.append(Rollup.objects.count())
+        return timed
 
     def raw_copy(binary: bool) -> Callable[[], tuple[float, float]]:
         statement = f"COPY {table} ({columns}) FROM STDIN" + (" (FORMAT BINARY)" if binary else "")
@@ -327,7 +329,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     variants: dict[str, Callable[[], tuple[float, float]]] = {
         ANCHOR: raw_copy(binary=False),
         "archiver": archiver,
-        "archiver -rollups": archiver_without_rollups,
+        "archiver +rollups": archiver_with_rollups,
         "copy binary": raw_copy(binary=True),
         "copy text -trigger": without(trigger=True, default=False),
         "copy text -0006": without(trigger=True, default=True),
@@ -403,7 +405,7 @@ def run(args: argparse.Namespace, url: str) -> None:
             f"({min(w):.2f}-{max(w):.2f}), CPU {statistics.median(c):.2f}x"
             + (goal if anchor == ANCHOR else "")
         )
-    with_rollups = [w / a for a, w in zip(wall["archiver"], wall["archiver -rollups"], strict=True)]
+    with_rollups = [a / w for a, w in zip(wall["archiver"], wall["archiver +rollups"], strict=True)]
     print(
         f"rollups: archiver with / without (rows/s ratio): {statistics.median(with_rollups):.2f}x "
         f"({min(with_rollups):.2f}-{max(with_rollups):.2f}); rollup rows written per run: "

@@ -27,7 +27,7 @@ from ferrox_stats.core.rollup import MAX_TOKENS, Tally
 from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup
 from tests.factories import BASE_AT_MS, make_record
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rollups_on")]
 
 GROUP = ("model", "route", "replica", "via_api_key", "outcome")
 Key = tuple[int, datetime, tuple[Any, ...]]
@@ -189,6 +189,14 @@ def test_a_batch_whose_commit_failed_counts_once_when_retried(
     assert write_batch(items).duplicates == 5
     assert Rollup.objects.get(span_s=3600).requests == 5
     assert_rollups_match_archive()
+
+
+def test_with_rollups_off_a_batch_writes_none(request: pytest.FixtureRequest) -> None:
+    django_settings = request.getfixturevalue("settings")  # (hypothesis has the name here)
+    django_settings.FERROX_STATS = {**django_settings.FERROX_STATS, "ROLLUPS": False}
+    write_batch([Pending(1, make_record(at_ms=BASE_AT_MS), "inst")])
+    assert FinishedRequest.objects.count() == 1
+    assert not Rollup.objects.exists()
 
 
 def test_dead_letters_and_duplicates_are_not_counted() -> None:

@@ -16,7 +16,7 @@ from ferrox_stats.core.summary import nearest_rank
 from ferrox_stats.models import FinishedRequest, Rollup
 from tests.factories import BASE_AT_MS, make_record
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rollups_on")]
 
 START = datetime(2026, 1, 1, tzinfo=UTC)  # BASE_AT_MS
 MINUTE, HOUR, DAY = timedelta(minutes=1), timedelta(hours=1), timedelta(days=1)

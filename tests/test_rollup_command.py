@@ -11,7 +11,7 @@ from ferrox_stats.archive.rows import Pending
 from ferrox_stats.models import Rollup
 from tests.factories import BASE_AT_MS, make_record
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rollups_on")]
 
 
 def run(*args: str) -> str:

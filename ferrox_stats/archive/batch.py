@@ -27,6 +27,7 @@ from typing import Any
 
 from django.db import DataError, IntegrityError, connections, transaction
 
+from ..conf import conf
 from ..core.requests import encodable
 from .columns import PlainBatch, plain_rows
 from .rollups import add as add_rollups
@@ -92,14 +93,15 @@ def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult
             result = _write_each(items, using)
         # In this transaction, exactly the rows it inserted: a rollup never disagrees
         # with the archive, and a batch retried after a failed commit counts once.
-        add_rollups(
-            [
-                item.record
-                for item, done in zip(items, result.outcomes, strict=True)
-                if done == INSERTED
-            ],
-            using,
-        )
+        if conf.ROLLUPS:
+            add_rollups(
+                [
+                    item.record
+                    for item, done in zip(items, result.outcomes, strict=True)
+                    if done == INSERTED
+                ],
+                using,
+            )
         return result
 
 
