@@ -60,7 +60,7 @@ BENCHES: dict[str, Bench] = {
         "PostgreSQL",
     ),
     "archive_write": Bench(
-        "archive_write.py", "--rows 10000 --rounds 3", r"archiver vs|alone", "PostgreSQL"
+        "archive_write.py", "--rows 10000 --rounds 3", r"archiver vs|alone|rollups:", "PostgreSQL"
     ),
     "archive_writers": Bench(
         "archive_writers.py", "--rows 10000 --rounds 1 --writers 1 2", r"writer\(s\)", "PostgreSQL"

@@ -16,12 +16,17 @@ commit-order trigger and sequence of migration 0006), in batches of
 - ``copy text -trigger``: ``copy text`` with the commit-order trigger disabled;
   ``copy text -0006``: and with ``commit_seq``'s default (a ``nextval`` per row)
   dropped too. Both are restored after the variant. They price migration 0006.
+- ``archiver +rollups``: ``archiver`` with the usage rollups (``archive/rollups.py``,
+  kept in each batch's transaction; ``FERROX_STATS["ROLLUPS"]``, off by default)
+  switched on: what they cost the writer (``rollups: archiver ...`` line: rows/s with ÷
+  without).
 - ``bulk_create`` (``--bulk-create``): ``FinishedRequest.objects.bulk_create``.
 
-Untimed before each variant: ``TRUNCATE``, ``CHECKPOINT`` (so no variant inherits
-another's dirty buffers), ``gc.collect()``; autovacuum is off for the table (it would
-wake at a random moment of a later variant). A warm-up round is discarded. Rounds rotate
-the order of the variants. Each variant must leave exactly N rows.
+Untimed before each variant: ``TRUNCATE`` (of the rollups too), ``CHECKPOINT`` (so no
+variant inherits another's dirty buffers), ``gc.collect()``; autovacuum is off for the
+table (it would wake at a random moment of a later variant). A warm-up round is
+discarded. Rounds rotate the order of the variants. Each variant must leave exactly N
+rows.
 
 Per variant and round the script prints the wall time, the CPU time of this process
 (the client: Python, psycopg) and of the server backend that did the writing (from
@@ -33,7 +38,7 @@ The script creates (and finally drops) its own database on the local PostgreSQL.
 
 Run from the repo root::
 
-    PYTHONPATH=. python bench/archive_write.py [--rows N --rounds R --bulk-create]
+    PYTHONPATH=. python bench/archive_write.py [--rows N --rounds R --groups G --bulk-create]
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
+import itertools
 import os
 import platform
 import random
@@ -62,8 +68,13 @@ GOAL = 0.9  # archiver >= 0.9x copy text (issue 13)
 DESCRIPTION = "Archive write throughput: ArchiveWriter vs raw psycopg COPY of the same rows."
 
 
-def make_records(n: int, seed: int = 1) -> list[Any]:
-    """N plausible finished requests: varied models, routes, outcomes, sizes, times."""
+def make_records(n: int, seed: int = 1, groups: int | None = None) -> list[Any]:
+    """N plausible finished requests: varied models, routes, outcomes, sizes, times.
+
+    Their labels spread over about 540 rollup groups (model x route x replica x key x
+    outcome); with ``groups``, over that many at most (``--groups``): each outcome's
+    records take their labels from a few fixed combinations (most of them ok ones).
+    """
     from ferrox_stats.core.requests import Record
 
     rng = random.Random(seed)
@@ -114,13 +125,36 @@ def make_records(n: int, seed: int = 1) -> list[Any]:
                 replica=rng.choice(replicas),
             )
         )
-    return records
+    if groups is None:
+        return records
+    from ferrox_stats.archive.rows import outcome
+
+    if groups < 3:
+        raise ValueError("--groups must be at least 3 (one per outcome)")
+    labels = list(itertools.product(models, sorted(set(routes)), replicas, keys))
+    random.Random(seed).shuffle(labels)
+    few = max(1, groups // 10)
+    sizes = {"ok": groups - 2 * few, "error": few, "aborted": few}
+    pools, start = {}, 0
+    for kind, size in sizes.items():
+        pools[kind], start = labels[start : start + size], start + size
+    spread = []
+    for record in records:
+        model, route, replica, key = rng.choice(pools[outcome(record)])
+        spread.append(record._replace(model=model, route=route, replica=replica, via_api_key=key))
+    return spread
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--groups",
+        type=int,
+        default=None,
+        help="rollup groups the records spread over (default: about 540)",
+    )
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first and discarded")
     parser.add_argument("--bulk-create", action="store_true", help="also time bulk_create")
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
@@ -171,15 +205,16 @@ def run(args: argparse.Namespace, url: str) -> None:
     from ferrox_stats.archive.rows import COLUMNS, Pending, row_values
     from ferrox_stats.archive.writer import ArchiveWriter
     from ferrox_stats.conf import conf
-    from ferrox_stats.models import FinishedRequest
+    from ferrox_stats.models import FinishedRequest, Rollup
 
     call_command("migrate", verbosity=0)
     n, batch = args.rows, conf.ARCHIVE_BATCH_SIZE
     instance = "bench-instance"
-    records = make_records(n)
+    records = make_records(n, groups=args.groups)
     # Inputs are built once, untimed: each variant is timed from what it is handed.
     rows = [row_values(Pending(i, r, instance)) for i, r in enumerate(records)]
     table = FinishedRequest._meta.db_table
+    rollups = Rollup._meta.db_table
     columns = ", ".join(COLUMNS)
 
     def sql(statement: str) -> Any:
@@ -202,9 +237,10 @@ def run(args: argparse.Namespace, url: str) -> None:
     # Autovacuum would wake on the filled table at a random moment of a later variant.
     sql(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     submit_ns: list[float] = []
+    rollup_rows: list[int] = []
     drain_s: list[float] = []
 
-    def archiver() -> tuple[float, int]:
+    def archiver(timings: bool = True) -> tuple[float, int]:
         # The queue must hold the whole run: a drop would make the figure meaningless.
         writer = ArchiveWriter(
             instance=instance,
@@ -228,9 +264,22 @@ def run(args: argparse.Namespace, url: str) -> None:
         assert emptied and health.persisted == n and not health.failed_attempts, health
         assert not health.dropped and not health.dead_lettered, health
         assert not health.duplicates, health
-        submit_ns.append((submitted - start) * 1e9 / n)
-        drain_s.append(end - submitted)
+        if timings:
+            submit_ns.append((submitted - start) * 1e9 / n)
+            drain_s.append(end - submitted)
         return end - start, server
+
+    def archiver_with_rollups() -> tuple[float, float]:
+        from django.conf import settings
+
+        saved = getattr(settings, "FERROX_STATS", {})
+        settings.FERROX_STATS = {**saved, "ROLLUPS": True}
+        try:
+            timed = archiver(timings=False)
+        finally:
+            settings.FERROX_STATS = saved
+        rollup_rows.append(Rollup.objects.count())
+        return timed
 
     def raw_copy(binary: bool) -> Callable[[], tuple[float, float]]:
         statement = f"COPY {table} ({columns}) FROM STDIN" + (" (FORMAT BINARY)" if binary else "")
@@ -280,6 +329,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     variants: dict[str, Callable[[], tuple[float, float]]] = {
         ANCHOR: raw_copy(binary=False),
         "archiver": archiver,
+        "archiver +rollups": archiver_with_rollups,
         "copy binary": raw_copy(binary=True),
         "copy text -trigger": without(trigger=True, default=False),
         "copy text -0006": without(trigger=True, default=True),
@@ -309,6 +359,7 @@ def run(args: argparse.Namespace, url: str) -> None:
         # Rotate the order so no variant always follows the same neighbour.
         for name in names[r % len(names) :] + names[: r % len(names)]:
             sql(f"TRUNCATE {table} RESTART IDENTITY")
+            sql(f"TRUNCATE {rollups} RESTART IDENTITY")
             sql("CHECKPOINT")
             gc.collect()
             client0 = time.process_time()
@@ -354,6 +405,12 @@ def run(args: argparse.Namespace, url: str) -> None:
             f"({min(w):.2f}-{max(w):.2f}), CPU {statistics.median(c):.2f}x"
             + (goal if anchor == ANCHOR else "")
         )
+    with_rollups = [a / w for a, w in zip(wall["archiver"], wall["archiver +rollups"], strict=True)]
+    print(
+        f"rollups: archiver with / without (rows/s ratio): {statistics.median(with_rollups):.2f}x "
+        f"({min(with_rollups):.2f}-{max(with_rollups):.2f}); rollup rows written per run: "
+        f"{max(rollup_rows)}"
+    )
     drained = [a / d for a, d in zip(wall[ANCHOR], drain_s[args.warmup :], strict=True)]
     print(f"archiver drain() alone vs copy text: wall {statistics.median(drained):.2f}x")
     for name, label in (

@@ -303,6 +303,16 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
 
+    if not isinstance(values["ROLLUPS"], bool):
+        errors.append(
+            Error(
+                "FERROX_STATS['ROLLUPS'] must be True or False.",
+                hint=f"Got {values['ROLLUPS']!r}; True keeps the usage rollups as records "
+                "are archived (README: Usage rollups).",
+                id="ferrox_stats.E015",
+            )
+        )
+
     if not isinstance(values["HOST_SCHEMA"], bool):
         errors.append(
             Error(

@@ -54,6 +54,10 @@ DEFAULTS: dict[str, Any] = {
     "INSTANCE_LOST_S": 30.0,
     # Seconds a stopped or lost instance's row is kept before the heartbeats delete it.
     "INSTANCE_KEEP_S": 86400.0,
+    # Whether each archive batch also adds its rows to the usage rollups (per minute and
+    # hour, in the batch's transaction; README "Usage rollups"). Off by default for now:
+    # it costs the archive writer about half its rows/s (docs/benchmarks.md).
+    "ROLLUPS": False,
     # Days finished requests are kept; None keeps them forever.
     "RETENTION_DAYS": 30,
     # Rows one prune statement deletes at most.
@@ -279,6 +283,10 @@ class Settings:
     @property
     def PROXY_UPSTREAMS(self) -> dict[str, dict[str, Any]]:
         return dict(self._get("PROXY_UPSTREAMS") or {})
+
+    @property
+    def ROLLUPS(self) -> bool:
+        return bool(self._get("ROLLUPS"))
 
     @property
     def PROXY_REQUIRE_KEY(self) -> bool:

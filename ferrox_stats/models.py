@@ -362,3 +362,63 @@ class Instance(models.Model):
         from .fleet_rows import read_document
 
         return read_document(self.state, self.latency_counts)
+
+
+ROLLUP_MINUTE = 60
+ROLLUP_HOUR = 3600
+ROLLUP_SPANS = [(ROLLUP_MINUTE, _("minute")), (ROLLUP_HOUR, _("hour"))]
+
+
+class Rollup(models.Model):
+    """The archived requests of one time bucket and one group, summed (``core.rollup``).
+
+    Written in the transaction that archives the rows it sums (``archive/rollups.py``),
+    so it never disagrees with them; rebuilt from the archive by
+    ``manage.py ferrox_stats_rollup``. A group is ``(model, route, replica,
+    via_api_key, outcome)``, a NULL label its own group; ``group_key`` is a digest of
+    it, so the unique key stays narrow and NULLs compare equal in it (a unique
+    constraint over the nullable columns themselves would let NULLs repeat). Rows
+    outlive the archive's retention: they are what is left of pruned requests.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # The bucket's width: every record is summed in its minute and in its hour (days
+    # are summed from hours when read).
+    span_s = models.PositiveIntegerField(choices=ROLLUP_SPANS)
+    # The bucket's start (UTC, a whole minute or hour).
+    bucket = models.DateTimeField()
+    group_key = models.CharField(max_length=32)
+    model = models.CharField(max_length=200, null=True, blank=True)
+    route = models.CharField(max_length=200, null=True, blank=True)
+    replica = models.CharField(max_length=200)
+    via_api_key = models.CharField("via API key", max_length=100, null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=OUTCOMES)
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    # Values left out of the sums and distributions (``core.rollup.MAX_TOKENS``...).
+    out_of_range = models.BigIntegerField(default=0)
+    # Text, "" when empty: {abort reason: count} as JSON; the three latency
+    # distributions in seconds, each as ``zeros;sum;index,count,...`` (its non-empty
+    # buckets, ``core.rollup.Tally.texts``). Text, not jsonb:
+    # read back and merged in Python under the row's lock, never queried into.
+    aborts = models.TextField(blank=True, default="")
+    duration = models.TextField(blank=True, default="")
+    ttft = models.TextField(blank=True, default="")
+    tpot = models.TextField(blank=True, default="")
+
+    class Meta:
+        verbose_name = _("rollup")
+        verbose_name_plural = _("rollups")
+        ordering = ("span_s", "bucket", "group_key")
+        constraints = [
+            # One row per cell: the upsert's conflict target. Its (span_s, bucket)
+            # prefix is also what every read ranges over.
+            models.UniqueConstraint(
+                fields=["span_s", "bucket", "group_key"], name="ferrox_stats_rollup_cell_uniq"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} {self.span_s}s {self.model or '-'} {self.outcome}"

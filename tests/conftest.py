@@ -84,6 +84,12 @@ def _fresh_auth_failures() -> Iterator[None]:
 
 
 @pytest.fixture
+def rollups_on(settings: Any) -> None:
+    """``FERROX_STATS["ROLLUPS"]`` on: archive batches keep the usage rollups."""
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "ROLLUPS": True}
+
+
+@pytest.fixture
 def token_db(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The token lookup stood in for (``tests.faults.TokenDatabase``), no outage known;
     the breaker's probes are waited for, so none outlives the test."""

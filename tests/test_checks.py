@@ -196,6 +196,11 @@ def test_e010_require_key_is_a_boolean(settings: Any, value: Any) -> None:
 
 
 @pytest.mark.parametrize("value", [1, "yes", None])
+def test_e015_rollups_is_a_boolean(settings: Any, value: Any) -> None:
+    assert ids(settings, {"ROLLUPS": value}) == ["ferrox_stats.E015"]
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
 def test_e050_host_schema_is_a_boolean(settings: Any, value: Any) -> None:
     assert ids(settings, {"HOST_SCHEMA": value}) == ["ferrox_stats.E050"]
 

@@ -4,9 +4,10 @@ On PostgreSQL under psycopg 3 the batch is COPYed straight into the archive; if 
 of its rows are there already (a replay, a retry after a lost acknowledgement), it is
 COPYed into a staging table instead and moved with ``INSERT … ON CONFLICT DO NOTHING``.
 Elsewhere (SQLite, or PostgreSQL under psycopg2, whose COPY API differs) it is a bulk
-insert of the rows not already archived. Both run in one transaction. A data error
-sends the batch row by row, each in a savepoint, so one bad row is dead-lettered with
-its reason and the rest still commit. Connection-level errors propagate: the caller
+insert of the rows not already archived. Both run in one transaction, which also adds
+the rows it inserted to the rollups (``archive/rollups.py``). A data error sends the
+batch row by row, each in a savepoint, so one bad row is dead-lettered with its reason
+and the rest still commit. Connection-level errors propagate: the caller
 keeps the batch and retries it.
 
 That is the general path, which looks at each record on its own. A plain batch (every
@@ -26,8 +27,10 @@ from typing import Any
 
 from django.db import DataError, IntegrityError, connections, transaction
 
+from ..conf import conf
 from ..core.requests import encodable
 from .columns import PlainBatch, plain_rows
+from .rollups import add as add_rollups
 from .rows import COLUMNS, Pending, dead_letter_payload, invalid_reason, row_values
 
 # Errors that belong to a row, not to the connection: the row is dead-lettered.
@@ -83,17 +86,34 @@ def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult
         except ROW_ERRORS:
             inserted = None  # a row the table refuses: the general path finds which
         if inserted is not None:
-            return BatchResult(outcomes=[INSERTED if new else DUPLICATE for new in inserted])
-        return _write_each(items, using)
+            result = BatchResult(outcomes=[INSERTED if new else DUPLICATE for new in inserted])
+        else:
+            # The records as stored: a lone surrogate replaced (``encodable``).
+            items = [item._replace(record=encodable(item.record)) for item in items]
+            result = _write_each(items, using)
+        # In this transaction, exactly the rows it inserted: a rollup never disagrees
+        # with the archive, and a batch retried after a failed commit counts once.
+        if conf.ROLLUPS:
+            add_rollups(
+                [
+                    item.record
+                    for item, done in zip(items, result.outcomes, strict=True)
+                    if done == INSERTED
+                ],
+                using,
+            )
+        return result
 
 
 def _write_each(items: Sequence[Pending], using: str) -> BatchResult:
-    """The general path: each record looked at on its own, inside the batch's transaction."""
+    """The general path: each record looked at on its own, inside the batch's transaction.
+
+    ``items`` are ``encodable`` already: the server's own records as given on the
+    request path may hold a lone surrogate (from a client's body), replaced off it.
+    Ingest rejected such items already.
+    """
     from ..models import DeadLetter
 
-    # The server's own records as given on the request path: a lone surrogate (from a
-    # client's body) is replaced here, off it. Ingest rejected such items already.
-    items = [item._replace(record=encodable(item.record)) for item in items]
     result = BatchResult(outcomes=[""] * len(items))
     candidates: list[int] = []
     seen: set[Hashable] = set()

@@ -1,0 +1,215 @@
+"""Rollups kept as records are archived: ``add`` (in the batch's transaction), ``upsert``.
+
+``archive.batch.write_batch`` calls ``add`` with exactly the records it inserted, inside
+the transaction that inserts them: duplicates and dead letters never count, a batch
+that fails to commit takes its rollups with it, and a rollup never disagrees with the
+rows it sums. Every feeder (tracker, pass-through, ingest) archives through it.
+
+Each record is counted in its minute and in its hour (``models.Rollup``), under its
+group ``(model, route, replica, via_api_key, outcome)``; ``outcome`` is the archive's
+column (``rows.outcome``: aborted, else error for an error or HTTP status >= 400, else
+ok), so errors and aborts are the requests of those groups, and each aborted group
+counts its abort reasons (``Rollup.aborts``).
+
+Concurrency (several processes and hosts, one PostgreSQL). A batch's cells are written
+in one order every writer shares, ``(span, bucket, group digest)``:
+
+1. one ``INSERT … ON CONFLICT DO UPDATE`` (on PostgreSQL of fixed text, the cells as
+   one array per column, ``unnest``-ed in order) adds the counters (no lost update: each
+   row's update runs on its latest committed version, under its row lock) and creates
+   a missing row with the batch's distributions; ``RETURNING`` hands back each row's
+   counters and its stored distributions, read under that lock;
+2. a row that existed before (its request count is above the batch's) has its
+   distributions merged in Python and written back by id while the lock is still held
+   (on PostgreSQL in one ``UPDATE … FROM unnest``).
+
+Locks are taken in that one order, so two batches never wait on each other in a cycle
+(no deadlock). On PostgreSQL the archive's commit-order trigger (migration 0006) already
+serialises archive batches; the order keeps rollups correct without relying on it (a
+rebuild, or a future writer that inserts no archive row). SQLite serialises writers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from django.db import connections
+
+from ..core.requests import Record
+from ..core.rollup import Tally
+from .rows import at_ms_to_datetime, outcome
+
+__all__ = ["SPANS", "Cell", "Group", "add", "cells_of", "group_key", "upsert"]
+
+SPANS = (60, 3600)
+"""Bucket widths in seconds: minute and hour (days are summed from hours)."""
+
+Group = tuple[str | None, str | None, str, str | None, str]
+"""``(model, route, replica, via_api_key, outcome)``."""
+GROUP_FIELDS = ("model", "route", "replica", "via_api_key", "outcome")
+
+Cell = tuple[int, int, Group]
+"""``(span_s, bucket start in epoch ms, group)``."""
+
+TABLE = "ferrox_stats_rollup"
+_KEY = ("span_s", "bucket", "group_key")
+_COUNTERS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "out_of_range")
+_TEXTS = ("aborts", "duration", "ttft", "tpot")
+_COLUMNS = (*_KEY, *GROUP_FIELDS[:4], "outcome", *_COUNTERS, *_TEXTS)
+# Rows per statement: 17 parameters each stays below SQLite's 32766 and PostgreSQL's
+# 65535 bound parameters.
+CHUNK = 500
+
+
+def group_key(group: Group) -> str:
+    """The digest naming ``group`` in the unique key (NULL labels included)."""
+    text = json.dumps(group, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
+    """The records summed per minute and hour cell."""
+    records = list(records)
+    groups = cast(
+        list[Group],
+        list(
+            zip(
+                [r.model for r in records],
+                [r.route for r in records],
+                [r.replica for r in records],  # archived: never None
+                [r.via_api_key for r in records],
+                map(outcome, records),
+                strict=True,
+            )
+        ),
+    )
+    at = [r.at_ms for r in records]
+    cells: dict[Cell, Tally] = {}
+    for span in SPANS:
+        span_ms = span * 1000
+        keys: list[Cell] = [
+            (span, t - t % span_ms, group)  # type: ignore[operator]  # archived: never None
+            for t, group in zip(at, groups, strict=True)
+        ]
+        tallies = Tally.grouped(keys, records)
+        if tallies is None:
+            # A value add() leaves out (out of range, not a number): one at a time.
+            tallies = {}
+            for key, record in zip(keys, records, strict=True):
+                tally = tallies.get(key)
+                if tally is None:
+                    tally = tallies[key] = Tally()
+                tally.add(record)
+        cells.update(tallies)
+    return cells
+
+
+def add(records: Sequence[Record], using: str) -> None:
+    """Add ``records`` (just archived, in this transaction) to the rollups."""
+    if records:
+        upsert(cells_of(records), using)
+
+
+def upsert(cells: dict[Cell, Tally], using: str) -> None:
+    """Add each tally to its cell's row (created if missing), in the shared lock order."""
+    connection = connections[using]
+    adapt = connection.ops.adapt_datetimefield_value
+    keyed = sorted(
+        ((span, start, group_key(group)), group, tally)
+        for (span, start, group), tally in cells.items()
+    )
+    arrays = connection.vendor == "postgresql"
+    merged: list[tuple[str, str, str, str, int]] = []
+    # PostgreSQL takes every cell in one statement of arrays; elsewhere a multi-row
+    # INSERT at most CHUNK rows long.
+    chunks = [keyed] if arrays else [keyed[lo : lo + CHUNK] for lo in range(0, len(keyed), CHUNK)]
+    with connection.cursor() as cursor:
+        for chunk in chunks:
+            rows: list[tuple[Any, ...]] = []
+            mine: dict[tuple[int, Any, str], Tally] = {}
+            for (span, start, digest), group, tally in chunk:
+                bucket = adapt(at_ms_to_datetime(start))
+                mine[(span, bucket, digest)] = tally
+                rows.append(
+                    (
+                        span,
+                        bucket,
+                        digest,
+                        *group,
+                        tally.requests,
+                        tally.prompt_tokens,
+                        tally.completion_tokens,
+                        tally.cached_tokens,
+                        tally.out_of_range,
+                        *tally.texts(),
+                    )
+                )
+            if arrays:
+                # One statement of fixed text (parsed once per connection), the cells
+                # as one array per column, inserted in the arrays' (the lock) order.
+                cursor.execute(_UNNEST_UPSERT, [list(c) for c in zip(*rows, strict=True)])
+            else:
+                cursor.execute(_values_upsert(len(rows)), [value for row in rows for value in row])
+            for row in cursor.fetchall():
+                row_id, span, bucket, digest, requests = row[:5]
+                tally = mine[(span, _same(bucket, adapt), digest)]
+                if requests == tally.requests:
+                    continue  # created by this statement, with this batch's distributions
+                stored = Tally()
+                stored.merge_texts(*row[9:])
+                stored.merge(tally)
+                merged.append((*stored.texts(), row_id))
+        if merged and arrays:
+            # Rows this transaction holds locked already: their order no longer matters.
+            cursor.execute(_UNNEST_UPDATE, [list(c) for c in zip(*merged, strict=True)])
+        elif merged:
+            cursor.executemany(
+                f"UPDATE {TABLE} SET {', '.join(f'{c} = %s' for c in _TEXTS)} WHERE id = %s",
+                merged,
+            )
+
+
+_COUNTER_SET = ", ".join(f"{c} = {TABLE}.{c} + excluded.{c}" for c in _COUNTERS)
+_CONFLICT = f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {_COUNTER_SET}"
+_RETURNING = " RETURNING " + ", ".join(("id", *_KEY, *_COUNTERS, *_TEXTS))
+# PostgreSQL array types of _COLUMNS (the model's column types).
+_ARRAY_TYPES = (
+    "integer",
+    "timestamptz",
+    *("varchar",) * 6,  # group_key, model, route, replica, via_api_key, outcome
+    *("bigint",) * 5,
+    *("text",) * 4,
+)
+_UNNEST_UPSERT = (
+    f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) "
+    f"SELECT {', '.join(_COLUMNS)} FROM unnest("
+    + ", ".join(f"%s::{t}[]" for t in _ARRAY_TYPES)
+    + f") WITH ORDINALITY AS cell ({', '.join(_COLUMNS)}, n) ORDER BY n"
+    + _CONFLICT
+    + _RETURNING
+)
+_UNNEST_UPDATE = (
+    f"UPDATE {TABLE} SET {', '.join(f'{c} = merged.{c}' for c in _TEXTS)} "
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[]) "
+    f"AS merged ({', '.join(_TEXTS)}, id) WHERE {TABLE}.id = merged.id"
+)
+
+
+def _values_upsert(n: int) -> str:
+    row = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
+    return (
+        f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) VALUES "
+        + ", ".join([row] * n)
+        + _CONFLICT
+        + _RETURNING
+    )
+
+
+def _same(bucket: Any, adapt: Any) -> Any:
+    # RETURNING gives PostgreSQL's aware datetime, or SQLite's stored text (what
+    # ``adapt`` wrote): either way the value the cell was keyed by.
+    return adapt(bucket) if isinstance(bucket, datetime) else bucket

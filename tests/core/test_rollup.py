@@ -1,0 +1,90 @@
+"""core.rollup: a batch tallied a column at a time equals one record at a time; the
+stored form of a distribution reads back exactly and refuses what it cannot be."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ferrox_stats.core.distribution import Distribution
+from ferrox_stats.core.requests import Record
+from ferrox_stats.core.rollup import MAX_TOKENS, Tally
+
+_times = st.one_of(
+    st.none(),
+    st.floats(min_value=0, max_value=2e12, allow_nan=False),
+    st.sampled_from([0.0, -0.0, 5e-324, math.inf, math.nan, -1.0, 1e15]),
+    st.integers(min_value=0, max_value=10**6),
+)
+_tokens = st.one_of(st.none(), st.integers(min_value=0, max_value=2**12), st.just(MAX_TOKENS + 1))
+
+
+@st.composite
+def _records(draw: st.DrawFn) -> Record:
+    return Record(
+        request_id=None,
+        at_ms=0,
+        prompt_tokens=draw(_tokens),
+        completion_tokens=draw(_tokens),
+        cached_tokens=draw(_tokens),
+        ttft_ms=draw(_times),
+        duration_ms=draw(_times),
+        decode_ms=draw(_times),
+        aborted=draw(st.sampled_from([None, None, "timeout", "client_disconnect"])),
+    )
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), _records()), max_size=40))
+def test_grouped_equals_adding_one_at_a_time(keyed: list[tuple[int, Record]]) -> None:
+    keys = [k for k, _ in keyed]
+    records = [r for _, r in keyed]
+    grouped = Tally.grouped(keys, records)
+    one_by_one: dict[int, Tally] = {}
+    for key, record in keyed:
+        one_by_one.setdefault(key, Tally()).add(record)
+    if grouped is not None:  # None: the caller adds them one at a time
+        assert grouped == one_by_one
+        assert list(grouped) == list(one_by_one)
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e9, allow_nan=False), max_size=30))
+def test_a_stored_distribution_reads_back_exactly(values: list[float]) -> None:
+    tally = Tally()
+    tally.duration.add_many(values)
+    texts = tally.texts()
+    back = Tally.stored((0, 0, 0, 0, 0), texts)
+    assert back.duration == tally.duration
+    assert (texts[1] == "") == (not values)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x",
+        "1;0.0",
+        "0;0.0;",
+        "1;1.0;5, 1",
+        "1;1.0;5,+1",
+        "1;1.0;05,1",
+        "1;1.0;6,1,5,1",
+        "1;1.0;5,0",
+        "1;1.0;5",
+        "1;nan;",
+        "-1;1.0;5,1",
+        "1;-1.0;5,1",
+        "1;1e0;5,1",
+        "01;1.0;5,1",
+        "0;1.0;999999999,1",
+    ],
+)
+def test_a_stored_distribution_refuses_what_it_cannot_be(text: str) -> None:
+    with pytest.raises(ValueError):
+        Tally().merge_texts("", text, "", "")
+
+
+def test_an_empty_distribution_is_stored_empty() -> None:
+    assert Tally().texts() == ("", "", "", "")
+    assert Tally.stored((0, 0, 0, 0, 0), ("", "", "", "")).duration == Distribution()

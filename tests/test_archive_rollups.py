@@ -1,0 +1,421 @@
+"""Rollups kept in the archive batch's transaction (``archive/rollups.py``) and rebuilt
+from the archive (``archive/rebuild.py``): they equal a GROUP BY over the archived rows,
+whatever the batches held (nulls, duplicates, dead letters) and after faults."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection, transaction
+from django.db.models import Count, Sum
+from django.db.models.functions import TruncHour, TruncMinute
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ferrox_stats.archive import batch
+from ferrox_stats.archive.batch import write_batch
+from ferrox_stats.archive.rebuild import rebuild
+from ferrox_stats.archive.rollups import cells_of, group_key, upsert
+from ferrox_stats.archive.rows import Pending, datetime_to_at_ms
+from ferrox_stats.core.distribution import Distribution
+from ferrox_stats.core.rollup import MAX_TOKENS, Tally
+from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup
+from tests.factories import BASE_AT_MS, make_record
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rollups_on")]
+
+GROUP = ("model", "route", "replica", "via_api_key", "outcome")
+Key = tuple[int, datetime, tuple[Any, ...]]
+
+
+@pytest.fixture(autouse=True, params=["psycopg3", "psycopg2"])
+def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "psycopg2":
+        monkeypatch.setattr(batch, "copies", lambda: False)
+    return str(request.param)
+
+
+def stored_rollups() -> dict[Key, Rollup]:
+    return {
+        (r.span_s, r.bucket, tuple(getattr(r, f) for f in GROUP)): r for r in Rollup.objects.all()
+    }
+
+
+def expected_rollups() -> dict[Key, dict[str, Any]]:
+    """A GROUP BY over the archived rows: counters in SQL, distributions from the rows."""
+    expected: dict[Key, dict[str, Any]] = {}
+    for span, trunc in ((60, TruncMinute), (3600, TruncHour)):
+        grouped = (
+            FinishedRequest.objects.annotate(at=trunc("finished_at", tzinfo=UTC))
+            .values("at", *GROUP)
+            .annotate(
+                requests=Count("id"),
+                prompt=Sum("prompt_tokens"),
+                completion=Sum("completion_tokens"),
+                cached=Sum("cached_tokens"),
+            )
+            .order_by()
+        )
+        for g in grouped:
+            key = (span, g["at"], tuple(g[f] for f in GROUP))
+            expected[key] = {
+                "requests": g["requests"],
+                "prompt_tokens": g["prompt"] or 0,
+                "completion_tokens": g["completion"] or 0,
+                "cached_tokens": g["cached"] or 0,
+                "aborts": Counter(),
+                "duration": Distribution(),
+                "ttft": Distribution(),
+                "tpot": Distribution(),
+            }
+        for row in FinishedRequest.objects.annotate(at=trunc("finished_at", tzinfo=UTC)).values():
+            cell = expected[(span, row["at"], tuple(row[f] for f in GROUP))]
+            if row["aborted"] is not None:
+                cell["aborts"][row["aborted"]] += 1
+            for name, ms in (("duration", row["duration_ms"]), ("ttft", row["ttft_ms"])):
+                if ms is not None:
+                    cell[name].add(ms / 1000.0)
+            decode, completion = row["decode_ms"], row["completion_tokens"]
+            if decode is not None and completion is not None and completion > 1:
+                cell["tpot"].add(decode / 1000.0 / (completion - 1))
+    return expected
+
+
+def assert_same_tally(got: Tally, want: Tally) -> None:
+    """Equal counters and buckets; distributions' float sums up to their addition order."""
+    assert got.wire() == want.wire()
+    for name in ("duration", "ttft", "tpot"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a.zeros, a.counts) == (b.zeros, b.counts), name
+        assert math.isclose(a.total, b.total, rel_tol=1e-9, abs_tol=1e-12), name
+
+
+def assert_rollups_match_archive() -> None:
+    expected = expected_rollups()
+    stored = stored_rollups()
+    assert set(stored) == set(expected)
+    for key, row in stored.items():
+        want = expected[key]
+        tally = Tally.stored(
+            (row.requests, row.prompt_tokens, row.completion_tokens, row.cached_tokens, 0),
+            (row.aborts, row.duration, row.ttft, row.tpot),
+        )
+        assert row.group_key == group_key(key[2])  # type: ignore[arg-type]
+        assert row.out_of_range == 0
+        for name in ("requests", "prompt_tokens", "completion_tokens", "cached_tokens"):
+            assert getattr(row, name) == want[name], (key, name)
+        assert tally.aborts == dict(want["aborts"])
+        for name in ("duration", "ttft", "tpot"):
+            got, exp = getattr(tally, name), want[name]
+            # Counts exactly; the float sum up to the order of its additions.
+            assert (got.zeros, got.counts) == (exp.zeros, exp.counts), (key, name)
+            assert math.isclose(got.total, exp.total, rel_tol=1e-9, abs_tol=1e-12)
+
+
+# Few values per label, nulls among them, so groups collide and NULL groups form.
+labels = st.sampled_from
+record_fields = st.fixed_dictionaries(
+    {
+        "request_id": st.sampled_from([None, *[f"r{i}" for i in range(8)]]),
+        "at_ms": st.integers(0, 3 * 3600 * 1000).map(lambda ms: BASE_AT_MS + ms),
+        "model": labels([None, "", "m1", "m2"]),
+        "route": labels([None, "/v1/chat/completions", "/v1/completions"]),
+        "replica": labels(["r1", "r2"]),
+        "via_api_key": labels([None, "team-a", "team-b"]),
+        "status": labels([None, 200, 200, 429, 500]),
+        "aborted": labels([None, None, None, "client_disconnect", "timeout"]),
+        "error": labels([None, None, "boom"]),
+        "prompt_tokens": st.none() | st.integers(0, 100_000),
+        "completion_tokens": st.none() | st.integers(0, 4096),
+        "cached_tokens": st.none() | st.integers(0, 1000),
+        "ttft_ms": st.none() | st.just(0.0) | st.floats(0.001, 60_000),
+        "duration_ms": st.none() | st.just(0.0) | st.floats(0.001, 600_000),
+        "decode_ms": st.none() | st.floats(0.0, 600_000),
+    }
+)
+# A record the archive refuses (a dead letter): no replica, a negative time or count.
+dead_fields = st.sampled_from([{"replica": None}, {"duration_ms": -1.0}, {"prompt_tokens": -5}])
+item = st.builds(
+    lambda fields, dead, seq: Pending(seq, make_record(**{**fields, **(dead or {})}), "inst"),
+    record_fields,
+    st.none() | st.none() | st.none() | dead_fields,
+    st.none() | st.integers(0, 12),
+)
+
+
+@settings(
+    max_examples=80,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(batches=st.lists(st.lists(item, max_size=12), min_size=1, max_size=4), data=st.data())
+def test_rollups_equal_a_group_by_over_the_archived_rows(
+    batches: list[list[Pending]], data: st.DataObject
+) -> None:
+    FinishedRequest.objects.all().delete()
+    Rollup.objects.all().delete()
+    DeadLetter.objects.all().delete()
+    written: list[Pending] = []
+    for items in batches:
+        # Replays of items written before (the retry after a lost acknowledgement).
+        if written:
+            items = items + data.draw(st.lists(st.sampled_from(written), max_size=3))
+        write_batch(items)
+        written.extend(items)
+    assert_rollups_match_archive()
+
+
+def test_a_batch_whose_commit_failed_counts_once_when_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    items = [Pending(i, make_record(), "inst") for i in range(5)]
+    real = batch.add_rollups
+
+    def then_fail(records: Any, using: str) -> None:
+        real(records, using)  # the rollups written, then the connection lost
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(batch, "add_rollups", then_fail)
+    with pytest.raises(OperationalError):
+        write_batch(items)
+    assert not Rollup.objects.exists()
+    monkeypatch.setattr(batch, "add_rollups", real)
+    assert write_batch(items).inserted == 5
+    # Committed, but the acknowledgement lost: the writer sends it again.
+    assert write_batch(items).duplicates == 5
+    assert Rollup.objects.get(span_s=3600).requests == 5
+    assert_rollups_match_archive()
+
+
+def test_with_rollups_off_a_batch_writes_none(request: pytest.FixtureRequest) -> None:
+    django_settings = request.getfixturevalue("settings")  # (hypothesis has the name here)
+    django_settings.FERROX_STATS = {**django_settings.FERROX_STATS, "ROLLUPS": False}
+    write_batch([Pending(1, make_record(at_ms=BASE_AT_MS), "inst")])
+    assert FinishedRequest.objects.count() == 1
+    assert not Rollup.objects.exists()
+
+
+def test_dead_letters_and_duplicates_are_not_counted() -> None:
+    good = make_record(at_ms=BASE_AT_MS)
+    items = [
+        Pending(1, good, "inst"),
+        Pending(2, good, "inst"),  # the same request id again
+        Pending(3, make_record(at_ms=BASE_AT_MS, duration_ms=-1.0), "inst"),
+        Pending(4, make_record(at_ms=BASE_AT_MS, replica=None), "inst"),
+    ]
+    result = write_batch(items)
+    assert result.outcomes == ["inserted", "duplicate", "dead", "dead"]
+    assert [(r.span_s, r.requests) for r in Rollup.objects.order_by("span_s")] == [
+        (60, 1),
+        (3600, 1),
+    ]
+
+
+def test_a_replayed_ingest_batch_counts_once() -> None:
+    records = [make_record(at_ms=BASE_AT_MS + i) for i in range(3)]
+    items = [Pending(None, r, "producer-1", ingested=True) for r in records]
+    assert write_batch(items).inserted == 3
+    assert write_batch(items).duplicates == 3
+    assert Rollup.objects.get(span_s=60).requests == 3
+
+
+def test_null_labels_are_a_group_of_their_own() -> None:
+    at = BASE_AT_MS
+    write_batch(
+        [
+            Pending(1, make_record(at_ms=at, model=None, via_api_key=None), "i"),
+            Pending(2, make_record(at_ms=at, model="", via_api_key=None), "i"),
+            Pending(3, make_record(at_ms=at, model=None, via_api_key=None), "i"),
+        ]
+    )
+    minutes = {r.model: r.requests for r in Rollup.objects.filter(span_s=60)}
+    assert minutes == {None: 2, "": 1}
+
+
+def test_out_of_range_values_are_counted_apart_never_summed() -> None:
+    record = make_record(at_ms=BASE_AT_MS, prompt_tokens=MAX_TOKENS + 1, duration_ms=2e12)
+    write_batch([Pending(1, record, "i")])
+    row = Rollup.objects.get(span_s=60)
+    assert (row.requests, row.prompt_tokens, row.out_of_range, row.duration) == (1, 0, 2, "")
+
+
+def test_rebuilding_a_range_gives_the_rollups_maintenance_gave() -> None:
+    at = BASE_AT_MS
+    write_batch(
+        [Pending(i, make_record(at_ms=at + i * 97_000, model=f"m{i % 3}"), "i") for i in range(90)]
+    )
+    write_batch([Pending(100, make_record(at_ms=at + 5000, aborted="timeout"), "i")])
+    before = {
+        k: (r.requests, r.prompt_tokens, r.aborts, r.duration, r.ttft)
+        for k, r in stored_rollups().items()
+    }
+    since = datetime.fromtimestamp(at / 1000, UTC)
+    result = rebuild(since, datetime.fromtimestamp((at + 3 * 3600_000) / 1000, UTC), "default")
+    assert result.rows == 91
+    after = stored_rollups()
+    assert set(after) == set(before)
+    assert_rollups_match_archive()
+    # Idempotent.
+    again = rebuild(since, datetime.fromtimestamp((at + 3 * 3600_000) / 1000, UTC), "default")
+    assert again.rows == 91
+    assert {k: r.requests for k, r in stored_rollups().items()} == {
+        k: v[0] for k, v in before.items()
+    }
+
+
+def test_a_rebuild_leaves_hours_before_the_oldest_archived_row() -> None:
+    at = BASE_AT_MS + 5 * 3600_000
+    write_batch([Pending(1, make_record(at_ms=at), "i")])
+    old = make_record(at_ms=BASE_AT_MS)  # its row pruned: only its rollup is left
+    upsert(cells_of([old]), "default")
+    rebuild(
+        datetime.fromtimestamp(BASE_AT_MS / 1000, UTC),
+        datetime.fromtimestamp(at / 1000 + 3600, UTC),
+        "default",
+    )
+    assert Rollup.objects.filter(bucket__lt=datetime.fromtimestamp(at / 1000, UTC)).count() == 2
+    assert Rollup.objects.count() == 4
+
+
+def test_an_existing_cell_merges_distributions_under_its_row() -> None:
+    at = BASE_AT_MS
+    write_batch([Pending(1, make_record(at_ms=at, duration_ms=100.0), "i")])
+    write_batch([Pending(2, make_record(at_ms=at + 1, duration_ms=8000.0), "i")])
+    row = Rollup.objects.get(span_s=60)
+    tally = Tally.stored((row.requests, 0, 0, 0, 0), (row.aborts, row.duration, row.ttft, row.tpot))
+    assert row.requests == 2
+    assert tally.duration.count == 2
+    assert tally.duration.quantile(100) == pytest.approx(8.0, rel=1 / 64)
+    assert datetime_to_at_ms(row.bucket) == at - at % 60_000
+
+
+def _in_thread(target: Any) -> threading.Thread:
+    def run() -> None:
+        try:
+            target()
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _waiting_on_a_lock(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's row locks")
+@pytest.mark.django_db(transaction=True)
+def test_a_concurrent_upsert_waits_for_the_row_and_merges_what_it_committed() -> None:
+    at = BASE_AT_MS
+    # The same cells from both; the second's records in the opposite order.
+    first = [
+        make_record(at_ms=at + i * 30_000, model=f"m{i % 2}", duration_ms=100.0) for i in range(6)
+    ]
+    second = [
+        make_record(at_ms=at + i * 30_000, model=f"m{i % 2}", duration_ms=9000.0)
+        for i in reversed(range(6))
+    ]
+    first_wrote, release_first = threading.Event(), threading.Event()
+    second_pid: list[int] = []
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            with transaction.atomic():
+                upsert(cells_of(first), "default")
+                first_wrote.set()
+                assert release_first.wait(30)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+            first_wrote.set()
+
+    def two() -> None:
+        try:
+            assert first_wrote.wait(30)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                second_pid.append(cursor.fetchone()[0])
+            with transaction.atomic():
+                upsert(cells_of(second), "default")  # waits on the first's row locks
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [_in_thread(one), _in_thread(two)]
+    try:
+        # The second is blocked on a row the first holds (a condition, not a time).
+        assert first_wrote.wait(30)
+        for _ in range(3000):
+            if second_pid and _waiting_on_a_lock(second_pid[0]):
+                break
+            threading.Event().wait(0.01)
+        else:
+            pytest.fail("the second transaction never waited on the first's rows")
+    finally:
+        release_first.set()
+        for thread in threads:
+            thread.join(60)
+    assert not errors, errors
+    expected = cells_of(first + second)
+    stored = {
+        (r.span_s, datetime_to_at_ms(r.bucket), tuple(getattr(r, f) for f in GROUP)): r
+        for r in Rollup.objects.all()
+    }
+    assert set(stored) == set(expected)
+    for key, tally in expected.items():
+        row = stored[key]
+        got = Tally.stored(
+            (
+                row.requests,
+                row.prompt_tokens,
+                row.completion_tokens,
+                row.cached_tokens,
+                row.out_of_range,
+            ),
+            (row.aborts, row.duration, row.ttft, row.tpot),
+        )
+        assert_same_tally(got, tally)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers")
+@pytest.mark.django_db(transaction=True)
+def test_writers_on_their_own_connections_lose_no_update() -> None:
+    at = BASE_AT_MS
+    batches = [
+        [
+            Pending(
+                w * 1000 + b * 10 + i,
+                make_record(at_ms=at + (b * 10 + i) * 7000, model=f"m{i % 3}"),
+                f"w{w}",
+            )
+            for i in range(10)
+        ]
+        for w in range(3)
+        for b in range(8)
+    ]
+    errors: list[BaseException] = []
+
+    def writer(mine: list[list[Pending]]) -> Any:
+        def run() -> None:
+            try:
+                for items in mine:
+                    write_batch(items)
+            except BaseException as exc:
+                errors.append(exc)
+
+        return run
+
+    threads = [_in_thread(writer(batches[w::3])) for w in range(3)]
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    assert FinishedRequest.objects.count() == 240
+    assert_rollups_match_archive()
