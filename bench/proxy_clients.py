@@ -14,7 +14,8 @@ rounds (``bench/proxy.py``'s harness):
 1. added latency of a non-streamed chat (8 tokens) at p50 and p99, each target minus
    direct, median of per-round figures;
 2. unpaced streams (the engine sends ``--tokens`` tokens as fast as it can): tokens/s
-   first content chunk to last, ÷ direct, median of per-round ratios.
+   from the answer's headers to its last content chunk, ÷ direct, median of per-round
+   ratios.
 
 Run from the repo root::
 
