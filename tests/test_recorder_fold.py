@@ -199,14 +199,21 @@ def test_a_read_waits_for_a_fold_another_thread_has_begun(clock: FakeClock) -> N
     assert seen == [1]
 
 
+@pytest.fixture
+def impatient(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> live.Recorder:
+    """A recorder on the fake clock whose reads wait for a missing seq three times,
+    without sleeping."""
+    monkeypatch.setattr(live, "_SEQ_WAIT_ATTEMPTS", 3)
+    monkeypatch.setattr(live, "_SEQ_WAIT_S", 0.0)
+    return live.Recorder(clock=clock)
+
+
 def test_the_ring_never_shows_a_seq_before_the_ones_below_it_arrived(
-    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    impatient: live.Recorder,
 ) -> None:
     # A request that took its seq and has not queued its record yet (another thread,
     # preempted between the two): the record after it waits in the recorder.
-    monkeypatch.setattr(live, "_SEQ_WAIT_ATTEMPTS", 3)
-    monkeypatch.setattr(live, "_SEQ_WAIT_S", 0.0)
-    recorder = live.Recorder(clock=clock)
+    recorder = impatient
     recorder.finished(Record(request_id="a"))
     late_seq = next(recorder._seqs)
     assert recorder.finished(Record(request_id="c")) == late_seq + 1
@@ -221,14 +228,12 @@ def test_the_ring_never_shows_a_seq_before_the_ones_below_it_arrived(
 
 
 def test_a_seq_whose_record_never_comes_is_given_up_and_holds_nothing_back(
-    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    impatient: live.Recorder, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A request that died between taking its seq and queueing its record (an
     # asynchronous exception there): without giving its seq up, every record after it
     # would stay out of the ring, held in memory, and every read would wait for it.
-    monkeypatch.setattr(live, "_SEQ_WAIT_ATTEMPTS", 3)
-    monkeypatch.setattr(live, "_SEQ_WAIT_S", 0.0)
-    recorder = live.Recorder(clock=clock)
+    recorder = impatient
     recorder.finished(Record(request_id="a"))
     lost_seq = next(recorder._seqs)
     recorder.finished(Record(request_id="c"))
@@ -258,11 +263,9 @@ def test_a_seq_whose_record_never_comes_is_given_up_and_holds_nothing_back(
 
 
 def test_a_gap_found_again_later_starts_its_own_wait(
-    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    impatient: live.Recorder, clock: FakeClock
 ) -> None:
-    monkeypatch.setattr(live, "_SEQ_WAIT_ATTEMPTS", 2)
-    monkeypatch.setattr(live, "_SEQ_WAIT_S", 0.0)
-    recorder = live.Recorder(clock=clock)
+    recorder = impatient
     first = next(recorder._seqs)
     recorder.finished(Record(request_id="b"))
     recorder.fold()

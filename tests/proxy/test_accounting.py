@@ -246,20 +246,24 @@ def test_plain_chunks_read_without_parsing_count_as_parsed_ones(
     chunks: list[dict[str, Any]], compact: bool
 ) -> None:
     """The byte-level reading of plain content chunks gives what parsing each would."""
+    stream = _stream(chunks, compact)
+    assert _read(StreamReader, [stream]) == _read(ParsingEveryEvent, [stream])
+
+
+def _stream(chunks: list[dict[str, Any]], compact: bool) -> bytes:
     separators = (",", ":") if compact else (", ", ": ")
     events = [b"data: " + json.dumps(c, separators=separators).encode() + b"\n\n" for c in chunks]
-    stream = b"".join(events) + DONE
-    read = []
-    for plain in (True, False):
-        tracker = _tracker()
-        tracker.request_id = "chatcmpl-ours"
-        reader = (StreamReader if plain else ParsingEveryEvent)(tracker, forward_usage=True)
-        out = reader.feed(stream) + reader.flush()
-        read.append(
-            (out, tracker._completion_seen, tracker.model, tracker.finish_reason, tracker.error)
-        )
-        live.reset()
-    assert read[0] == read[1]
+    return b"".join(events) + DONE
+
+
+def _read(reader_class: type[StreamReader], pieces: list[bytes]) -> tuple[Any, ...]:
+    """What ``reader_class`` relays of ``pieces`` and what it tells the tracker."""
+    tracker = _tracker()
+    tracker.request_id = "chatcmpl-ours"
+    reader = reader_class(tracker, forward_usage=True)
+    out = b"".join(reader.feed(piece) for piece in pieces) + reader.flush()
+    live.reset()
+    return out, tracker._completion_seen, tracker.model, tracker.finish_reason, tracker.error
 
 
 # A stream as engines write it: content chunks alike but for their text (quotes,
@@ -282,21 +286,9 @@ def test_chunks_alike_but_for_their_text_count_as_parsed_ones(
 ) -> None:
     """The reader's shortcut for chunks cut like the last plain one (``_template``)
     gives what parsing each would, however the bytes arrive."""
-    separators = (",", ":") if compact else (", ", ": ")
-    events = [b"data: " + json.dumps(c, separators=separators).encode() + b"\n\n" for c in chunks]
-    stream = b"".join(events) + DONE
-    read = []
-    for plain in (True, False):
-        tracker = _tracker()
-        tracker.request_id = "chatcmpl-ours"
-        reader = (StreamReader if plain else ParsingEveryEvent)(tracker, forward_usage=True)
-        pieces = [stream[i : i + piece] for i in range(0, len(stream), piece)]
-        out = b"".join(reader.feed(p) for p in pieces) + reader.flush()
-        read.append(
-            (out, tracker._completion_seen, tracker.model, tracker.finish_reason, tracker.error)
-        )
-        live.reset()
-    assert read[0] == read[1]
+    stream = _stream(chunks, compact)
+    pieces = [stream[i : i + piece] for i in range(0, len(stream), piece)]
+    assert _read(StreamReader, pieces) == _read(ParsingEveryEvent, pieces)
 
 
 def test_a_chunk_that_only_looks_alike_is_parsed() -> None:
