@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,15 @@ def _metrics_dir_removed_after_the_run() -> Iterator[None]:
     where = getattr(settings, "METRICS_DIR", None)
     if where and os.path.basename(where) == f"ferrox_stats-tests-{os.getpid()}":
         shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture
+def frequent_thread_switches() -> Iterator[None]:
+    """Switch threads far more often than the default so a missing lock shows."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(previous)
 
 
 @pytest.fixture

@@ -5,9 +5,7 @@ are those of each report applied as it came."""
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -314,15 +312,6 @@ def test_an_abort_after_the_end_counts_nothing(recorder: live.Recorder) -> None:
     snap = recorder.serving.snapshot(0.0)
     assert (snap.active, snap.completed, snap.aborts) == (0, 1, {})
     assert recorder.stats.ring.rows()[0].aborted is None
-
-
-@pytest.fixture
-def frequent_thread_switches() -> Iterator[None]:
-    """Switch threads far more often than the default so a missing lock shows."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(previous)
 
 
 @pytest.mark.usefixtures("frequent_thread_switches")

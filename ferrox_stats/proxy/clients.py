@@ -1,9 +1,10 @@
 """Pooled HTTP clients to the upstreams: one ``aiohttp.ClientSession`` per upstream and
 event loop, so connections are reused across requests instead of opened per request.
 
-aiohttp, not httpx: measured on the same simulated engine, an ASGI app that only
-forwards a request adds 0.39 ms at p50 with aiohttp and 1.10 ms with httpx, and relays
-an unpaced stream at 101k tokens/s against 57k (docs/benchmarks.md, issue 13).
+aiohttp, not httpx: on the same simulated engine, an ASGI app that only forwards a
+request adds 0.36-0.41 ms at p50 with aiohttp and 0.84-1.03 ms with httpx, and relays
+an unpaced stream at 1.13-1.18x the engine's tokens/s against 0.62-0.70x
+(``bench/proxy_clients.py``, docs/benchmarks.md, issue 13).
 
 A session's connections belong to the loop that opened them; an ASGI server runs one
 loop per process, so in practice this is one session per upstream.
