@@ -539,6 +539,9 @@ def test_a_worker_killed_mid_traffic_is_reported_lost_with_what_it_had_not_archi
         assert scrape(the_fleet).requests >= before_kill.requests
 
 
+SQL_INSTANCES = "SELECT instance FROM ferrox_stats_instance"
+
+
 def test_a_worker_recycled_by_max_requests_never_sets_the_hosts_counters_back(
     tmp_path: Path, engine_url: str
 ) -> None:
@@ -551,11 +554,25 @@ def test_a_worker_recycled_by_max_requests_never_sets_the_hosts_counters_back(
     ) as the_fleet:
         master = the_fleet.hosts["a"].pid
         workers_seen = set(harness.children(master))
+        announced: set[str] = set()
         sent = Sent()
         scrapes: list[HostCounters] = []
         with fresh_connections(ResendUnread()) as http:
             for n in range(64):
-                tracked(the_fleet, "a", sent, n, http)
+                instance = tracked(the_fleet, "a", sent, n, http)
+                if instance not in announced:
+                    # A worker recycled within its first heartbeat interval leaves no
+                    # row (by design: heartbeat._publish_final), so a fast run could
+                    # recycle one unseen. Each instance is let heartbeat once before it
+                    # is sent more; read in the database, since a poll through the
+                    # server would count toward its --max-requests.
+                    announced.add(instance)
+                    harness.until(
+                        f"{instance} heartbeated",
+                        lambda: harness.query(the_fleet.database_url, SQL_INSTANCES),
+                        lambda rows: (instance,) in rows,  # noqa: B023 (used at once)
+                        timeout_s=CATCH_UP_S,
+                    )
                 if n % 4 == 3:
                     scrapes.append(scrape(the_fleet, http=http))
                 workers_seen |= harness.children(master)
@@ -568,6 +585,7 @@ def test_a_worker_recycled_by_max_requests_never_sets_the_hosts_counters_back(
         scrapes.append(final)
         # 64 requests and 16 scrapes, at most 20 per worker: workers were recycled.
         assert len(workers_seen) >= 4, workers_seen
+        assert len(announced) >= 4, announced
         for before, after in itertools.pairwise(scrapes):
             assert after.requests >= before.requests, scrapes
             assert after.prompt_tokens >= before.prompt_tokens, scrapes
