@@ -17,6 +17,7 @@ from django.utils.module_loading import import_string
 
 from .auth_failures import parse_rate
 from .conf import DEFAULTS
+from .core.prices import parse as parse_prices
 from .extras import DOCS, PROXY, installed
 from .proxy.upstreams import UpstreamConfigError, parse
 
@@ -27,6 +28,7 @@ POSITIVE_INTS = (
     "ARCHIVE_QUEUE_MAX",
     "ARCHIVE_BATCH_SIZE",
     "PRUNE_BATCH_SIZE",
+    "USAGE_MAX_ROWS",
     "PROXY_MAX_BODY_BYTES",
     "PROXY_MAX_CONNECTIONS",
 )
@@ -59,7 +61,12 @@ PUBLIC_NAMES = (
     "docs",
     "fleet",
     "metrics",
+    "usage",
+    "usage_top",
 )
+
+# What CURRENCY may be: an ISO 4217 code, or a name of the same shape ("CREDITS").
+CURRENCY = re.compile(r"[A-Za-z0-9]{3,8}")
 
 # The families /metrics may expose (METRICS_FAMILIES).
 METRICS_FAMILIES = ("otel", "vllm")
@@ -310,6 +317,26 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
                 hint=f"Got {values['ROLLUPS']!r}; True keeps the usage rollups as records "
                 "are archived (README: Usage rollups).",
                 id="ferrox_stats.E015",
+            )
+        )
+
+    try:
+        parse_prices(values["PRICES"], values["REPLICA_HOURLY_COST"])
+    except ValueError as exc:
+        errors.append(
+            Error(
+                f"FERROX_STATS prices are invalid: {exc}.",
+                hint="PRICES and REPLICA_HOURLY_COST map a model or replica to a list of "
+                "{'from': '2026-01-01', ...} entries (README: Prices and cost).",
+                id="ferrox_stats.E016",
+            )
+        )
+    if not (isinstance(values["CURRENCY"], str) and CURRENCY.fullmatch(values["CURRENCY"])):
+        errors.append(
+            Error(
+                "FERROX_STATS['CURRENCY'] must be a currency code such as 'USD'.",
+                hint=f"Got {values['CURRENCY']!r}: 3 to 8 letters or digits.",
+                id="ferrox_stats.E017",
             )
         )
 

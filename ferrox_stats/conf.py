@@ -10,6 +10,9 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
+from .core.prices import PriceBook
+from .core.prices import parse as parse_prices
+
 DEFAULTS: dict[str, Any] = {
     # Finished requests each process keeps in memory for the since-cursor poll: about
     # 0.7 KB each, or about 110 B past the newest 1024 in a ring of 2048 or more (packed).
@@ -58,14 +61,26 @@ DEFAULTS: dict[str, Any] = {
     # hour, in the batch's transaction; README "Usage rollups"). Off by default for now:
     # it costs the archive writer about half its rows/s (docs/benchmarks.md).
     "ROLLUPS": False,
+    # Prices per model, per 1M tokens, each from a whole UTC hour on (core/prices.py):
+    # {"llama-3-8b": [{"from": "2026-01-01", "input": 0.2, "output": 0.6,
+    # "cached": 0.05}]}. A model without a price in force costs null, never 0.
+    "PRICES": {},
+    # Self-hosted engines' cost per hour, by replica, in the same form:
+    # {"gpu-a-0": [{"from": "2026-01-01", "per_hour": 2.4}]}.
+    "REPLICA_HOURLY_COST": {},
+    # The currency PRICES and REPLICA_HOURLY_COST are in, as the usage API names it.
+    "CURRENCY": "USD",
+    # Rows (buckets x groups) one usage answer may hold; past it the answer is a 400
+    # asking for a shorter range, a wider bucket or fewer groups.
+    "USAGE_MAX_ROWS": 10_000,
     # Days finished requests are kept; None keeps them forever.
     "RETENTION_DAYS": 30,
     # Rows one prune statement deletes at most.
     "PRUNE_BATCH_SIZE": 5000,
     # API endpoints anyone may read without credentials, by name: "requests",
     # "stats", "admin_stats", "history", "history_detail", "history_export",
-    # "schema", "docs", "fleet", "metrics". Everything else needs a staff session or a
-    # token.
+    # "schema", "docs", "fleet", "metrics", "usage", "usage_top". Everything else needs
+    # a staff session or a token.
     "PUBLIC_ENDPOINTS": [],
     # Whether the host project's own drf-spectacular schema describes the app's API
     # (prefixed names, the "ferrox_stats" tag). False: only the app's schema does.
@@ -287,6 +302,19 @@ class Settings:
     @property
     def ROLLUPS(self) -> bool:
         return bool(self._get("ROLLUPS"))
+
+    @property
+    def PRICE_BOOK(self) -> PriceBook:
+        """``PRICES`` and ``REPLICA_HOURLY_COST`` parsed (the checks refuse bad ones)."""
+        return parse_prices(self._get("PRICES"), self._get("REPLICA_HOURLY_COST"))
+
+    @property
+    def CURRENCY(self) -> str:
+        return str(self._get("CURRENCY"))
+
+    @property
+    def USAGE_MAX_ROWS(self) -> int:
+        return int(self._get("USAGE_MAX_ROWS"))
 
     @property
     def PROXY_REQUIRE_KEY(self) -> bool:

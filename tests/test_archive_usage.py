@@ -115,10 +115,118 @@ def test_percentiles_are_within_the_stated_error_of_the_rows(
     for i, ms in enumerate(durations):
         archive(make_record(at_ms=at(minutes[i] * MINUTE) + i, duration_ms=ms))
     [row] = usage(START, START + HOUR).rows
-    latency = row.as_dict()["latency"]["duration"]
+    latency = row.as_dict()["latency"]["duration_s"]
     assert latency["count"] == len(durations)
     seconds = [ms / 1000 for ms in durations]
     for p in (50, 95, 99):
         exact = nearest_rank(sorted(seconds), p)
         assert latency[f"p{p}"] == pytest.approx(exact, rel=RELATIVE_ERROR, abs=1e-300)
-    assert row.as_dict()["latency"]["ttft"]["count"] == len(durations)
+    assert row.as_dict()["latency"]["ttft_s"]["count"] == len(durations)
+
+
+# -- cost ----------------------------------------------------------------------------------
+
+PRICES = {
+    "a": [
+        {"from": "2026-01-01T00:00Z", "input": 1.0, "output": 2.0, "cached": 0.5},
+        # A price change on the hour: the first hour keeps the old price.
+        {"from": "2026-01-01T01:00Z", "input": 10.0, "output": 20.0},
+    ]
+}
+
+
+def priced(prices: object = PRICES, costs: object = None) -> object:
+    from ferrox_stats.core.prices import parse
+
+    return parse(prices, costs or {})
+
+
+def test_each_hour_is_priced_at_the_price_in_force_and_a_day_sums_its_hours() -> None:
+    archive(
+        make_record(at_ms=at(MINUTE), model="a", prompt_tokens=1000, completion_tokens=100,
+                    cached_tokens=200),
+        make_record(at_ms=at(HOUR + MINUTE), model="a", prompt_tokens=1000,
+                    completion_tokens=100, cached_tokens=200),
+        make_record(at_ms=at(HOUR + MINUTE), model="b", prompt_tokens=5, completion_tokens=5),
+    )  # fmt: skip
+    first = (800 * 1.0 + 200 * 0.5 + 100 * 2.0) / 1e6
+    second = (1000 * 10.0 + 100 * 20.0) / 1e6
+    hours = usage(START, START + 2 * HOUR, prices=priced())  # type: ignore[arg-type]
+    assert [(r.bucket, r.cost, r.unpriced_requests) for r in hours.rows] == [
+        (START, pytest.approx(first), 0),
+        (START + HOUR, pytest.approx(second), 1),  # model b has no price
+    ]
+    day = usage(START, START + DAY, bucket="day", prices=priced())  # type: ignore[arg-type]
+    assert [(r.cost, r.unpriced_requests) for r in day.rows] == [(pytest.approx(first + second), 1)]
+    by_model = usage(
+        START,
+        START + DAY,
+        bucket="day",
+        group_by=["model"],
+        prices=priced(),  # type: ignore[arg-type]
+    )
+    assert [(r.group, r.cost, r.unpriced_requests) for r in by_model.rows] == [
+        ({"model": "a"}, pytest.approx(first + second), 0),
+        ({"model": "b"}, None, 1),  # nothing priced: None, never 0
+    ]
+
+
+def test_without_prices_nothing_costs_anything_known() -> None:
+    archive(make_record(at_ms=at(MINUTE), model="a"))
+    [row] = usage(START, START + HOUR).rows
+    assert (row.cost, row.unpriced_requests, row.replica_cost) == (None, 1, None)
+    assert row.as_dict()["cost"] is None
+
+
+def test_replica_cost_counts_each_hour_a_replica_served_in_once() -> None:
+    costs = {"gpu-a": [{"from": "2026-01-01", "per_hour": 3.0}]}
+    archive(
+        make_record(at_ms=at(MINUTE), replica="gpu-a", model="a"),
+        make_record(at_ms=at(2 * MINUTE), replica="gpu-a", model="b", aborted="timeout"),
+        make_record(at_ms=at(2 * HOUR), replica="gpu-a"),
+        make_record(at_ms=at(MINUTE), replica="gpu-b"),  # no hourly cost
+    )
+    prices = priced({}, costs)
+    answer = usage(START, START + DAY, bucket="day", group_by=["replica"], prices=prices)  # type: ignore[arg-type]
+    assert answer.replica_costed
+    assert [(r.group["replica"], r.replica_cost) for r in answer.rows] == [
+        ("gpu-a", 6.0),  # two hours with traffic, however many groups they held
+        ("gpu-b", None),
+    ]
+    total = usage(START, START + DAY, bucket="day", prices=prices)  # type: ignore[arg-type]
+    assert [r.replica_cost for r in total.rows] == [6.0]
+    minutes = usage(START, START + HOUR, bucket="minute", prices=prices)  # type: ignore[arg-type]
+    # Minutes 1 (gpu-a and the unpriced gpu-b) and 2: each a minute's share of the hour.
+    assert [r.replica_cost for r in minutes.rows] == [pytest.approx(0.05)] * 2
+    # A replica's hours are not a key's or a model's: no guessed share.
+    by_model = usage(START, START + DAY, bucket="day", group_by=["model"], prices=prices)  # type: ignore[arg-type]
+    assert not by_model.replica_costed
+    assert {r.replica_cost for r in by_model.rows} == {None}
+
+
+def test_totals_sum_each_group_over_the_range_and_merge_its_distributions() -> None:
+    archive(
+        make_record(at_ms=at(MINUTE), model="a", duration_ms=100.0),
+        make_record(at_ms=at(HOUR), model="a", duration_ms=300.0),
+        make_record(at_ms=at(HOUR), model="b", duration_ms=200.0),
+    )
+    answer = usage(START, START + 2 * HOUR, group_by=["model"])
+    totals = {tuple(r.group.values()): r for r in answer.totals()}
+    assert {k: r.tally.requests for k, r in totals.items()} == {("a",): 2, ("b",): 1}
+    assert totals[("a",)].tally.duration.count == 2
+    whole = usage(START, START + 2 * HOUR, group_by=["model"], per_bucket=False)
+    assert [(r.bucket, r.group, r.tally.requests) for r in whole.rows] == [
+        (START, {"model": "a"}, 2),
+        (START, {"model": "b"}, 1),
+    ]
+
+
+def test_an_answer_larger_than_its_cap_is_refused() -> None:
+    from ferrox_stats.archive.usage import TooManyRows
+
+    archive(*(make_record(at_ms=at(MINUTE), model=f"m{n}") for n in range(3)))
+    with pytest.raises(TooManyRows, match="more than 2 rows"):
+        usage(START, START + HOUR, group_by=["model"], max_rows=2)
+    with pytest.raises(TooManyRows, match="more than 10 rows"):
+        usage(START, START + DAY, bucket="hour", max_rows=10)  # 24 buckets
+    assert len(usage(START, START + HOUR, group_by=["model"], max_rows=3).rows) == 3

@@ -200,6 +200,29 @@ def test_e015_rollups_is_a_boolean(settings: Any, value: Any) -> None:
     assert ids(settings, {"ROLLUPS": value}) == ["ferrox_stats.E015"]
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"PRICES": {"m": [{"from": "2026-01-01T00:30Z", "input": 1, "output": 1}]}},
+        {"PRICES": ["m"]},
+        {"REPLICA_HOURLY_COST": {"gpu": [{"from": "2026-01-01", "per_hour": -1}]}},
+    ],
+)
+def test_e016_a_bad_price_table_is_refused_at_startup(settings: Any, value: Any) -> None:
+    assert ids(settings, value) == ["ferrox_stats.E016"]
+
+
+def test_e016_a_good_price_table_passes(settings: Any) -> None:
+    prices = {"m": [{"from": "2026-01-01", "input": 0.2, "output": 0.6, "cached": 0.05}]}
+    costs = {"gpu": [{"from": "2026-01-01T06:00:00+00:00", "per_hour": 2.4}]}
+    assert ids(settings, {"PRICES": prices, "REPLICA_HOURLY_COST": costs}) == []
+
+
+@pytest.mark.parametrize("value", ["", "US", "U$D", 840, None])
+def test_e017_currency_is_a_code(settings: Any, value: Any) -> None:
+    assert ids(settings, {"CURRENCY": value}) == ["ferrox_stats.E017"]
+
+
 @pytest.mark.parametrize("value", [1, "yes", None])
 def test_e050_host_schema_is_a_boolean(settings: Any, value: Any) -> None:
     assert ids(settings, {"HOST_SCHEMA": value}) == ["ferrox_stats.E050"]
@@ -262,11 +285,11 @@ def test_e014_public_endpoints_names_only_endpoints_that_can_be_public(
 def test_every_readable_endpoint_can_be_named_public(settings: Any) -> None:
     import inspect
 
-    from ferrox_stats.api import metrics, schema, views
+    from ferrox_stats.api import metrics, schema, usage, views
 
     names = {
         cls.endpoint_name
-        for module in (views, schema, metrics)
+        for module in (views, schema, metrics, usage)
         for _, cls in inspect.getmembers(module, inspect.isclass)
         if getattr(cls, "endpoint_name", "") and cls.__module__ == module.__name__
     }

@@ -292,3 +292,66 @@ class ErrorSerializer(S.Serializer):
 
 
 OUTCOME_CHOICES = [value for value, _ in OUTCOMES]
+
+
+class UsageLatencySerializer(S.Serializer):
+    duration_s = QuantilesSerializer(help_text="Arrival to end, seconds.")
+    ttft_s = QuantilesSerializer(help_text="Arrival to first token, seconds.")
+    tpot_s = QuantilesSerializer(help_text="Time per output token after the first, seconds.")
+
+
+class UsageTotalSerializer(S.Serializer):
+    """One group's sums; its dimensions (key, model, replica, route, outcome, as grouped)
+    are fields of the row too, null for requests that had none."""
+
+    requests = S.IntegerField()
+    prompt_tokens = S.IntegerField()
+    completion_tokens = S.IntegerField()
+    cached_tokens = S.IntegerField()
+    out_of_range = S.IntegerField(help_text="Values left out of the sums (beyond any real one).")
+    aborts = S.DictField(child=S.IntegerField(), help_text="Count by abort reason.")
+    # The document's key is "errors"; the serializer only describes it.
+    errors = S.IntegerField(help_text="Requests that ended in an error (outcome error).")  # type: ignore[assignment]
+    aborted = S.IntegerField(help_text="Requests that were aborted (outcome aborted).")
+    cost = S.FloatField(
+        allow_null=True, help_text="Token cost at the prices in force; null: nothing priced."
+    )
+    unpriced_requests = S.IntegerField(help_text="Requests whose model had no price in force.")
+    replica_cost = S.FloatField(
+        allow_null=True,
+        help_text="Replicas' hourly cost over the buckets they served in; null unless "
+        "grouped and filtered by replica only, or no price.",
+    )
+    latency = UsageLatencySerializer(help_text="Percentiles of the merged distributions.")
+
+
+class UsageRowSerializer(UsageTotalSerializer):
+    bucket = S.CharField(help_text="The bucket's start, ISO 8601 UTC.")
+    bucket_ms = S.IntegerField(help_text="The bucket's start, epoch ms.")
+
+
+class UsageHeadSerializer(S.Serializer):
+    since = S.CharField(help_text="The range's start, widened to a whole bucket.")
+    until = S.CharField(help_text="The range's end (exclusive), widened to a whole bucket.")
+    since_ms = S.IntegerField()
+    until_ms = S.IntegerField()
+    bucket = S.CharField()
+    group_by = S.ListField(child=S.CharField())
+    filters = S.DictField(child=S.CharField())
+    rollups_kept = S.BooleanField(
+        help_text="Whether the rollups are kept as records are archived (ROLLUPS)."
+    )
+    relative_error = S.FloatField(help_text="Of every percentile (bucket width).")
+    currency = S.CharField()
+    replica_costed = S.BooleanField(help_text="Whether replica_cost was computed.")
+
+
+class UsageSerializer(UsageHeadSerializer):
+    rows = UsageRowSerializer(many=True, help_text="By bucket, then group.")
+    totals = UsageTotalSerializer(many=True, help_text="Per group, over the whole range.")
+
+
+class UsageTopSerializer(UsageHeadSerializer):
+    by = S.CharField()
+    metric = S.CharField()
+    rows = UsageTotalSerializer(many=True, help_text="Most first.")

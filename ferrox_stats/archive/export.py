@@ -80,7 +80,7 @@ def csv_lines(entries: Iterable[Mapping[str, Any]]) -> Iterator[str]:
     ``None`` is an empty field, booleans are ``true``/``false``, floats are written in
     their shortest round-trip form.
     """
-    writer = csv.writer(_Echo())
+    writer = csv.writer(Echo())
     yield writer.writerow(COLUMNS)
     for row in entries:
         yield writer.writerow([_csv_field(row[column]) for column in COLUMNS])
@@ -108,7 +108,7 @@ WRITERS: dict[str, Callable[[Iterable[Mapping[str, Any]], Writable], int]] = {
 }
 
 
-class _Echo:
+class Echo:
     """A file whose ``write`` returns what it was given: ``csv.writer`` then yields lines."""
 
     def write(self, text: str) -> str:

@@ -74,6 +74,8 @@ ACCESS: dict[str, Access] = {
     "ferrox_stats:history-detail": Access(READ, "history_detail", ARCHIVE),
     "ferrox_stats:ingest": Access(INGEST, "ingest"),
     "ferrox_stats:metrics": Access(READ, "metrics", LIVE),
+    "ferrox_stats:usage": Access(READ, "usage", ARCHIVE),
+    "ferrox_stats:usage-top": Access(READ, "usage_top", ARCHIVE),
     "ferrox_stats:schema": Access(READ, "schema", EITHER),
     "ferrox_stats:docs": Access(READ, "docs", EITHER),
     "ferrox_stats:web:dashboard": Access(PAGE, None, LIVE),

@@ -45,6 +45,7 @@ SCHEMA_URL = f"{PREFIX}/v1/schema?format=json"
 # The schema describes the API, not itself or its UI.
 UNDESCRIBED = {"ferrox_stats:schema", "ferrox_stats:docs"}
 HISTORY_FILTERS = sorted(HistoryFilter.base_filters)
+USAGE_FILTERS = ["key", "model", "replica", "route", "outcome"]
 RING_PARAMETERS = ["instance", "limit", "since"]
 # The query parameters each route is documented with: the API's contract with pollers.
 QUERY_PARAMETERS: dict[str, list[str]] = {
@@ -57,6 +58,10 @@ QUERY_PARAMETERS: dict[str, list[str]] = {
     "ferrox_stats:history-detail": [],
     "ferrox_stats:ingest": [],
     "ferrox_stats:metrics": [],
+    "ferrox_stats:usage": sorted(
+        {"since", "until", "bucket", "group_by", "format", *USAGE_FILTERS}
+    ),
+    "ferrox_stats:usage-top": sorted({"by", "metric", "limit", "since", "until", *USAGE_FILTERS}),
 }
 CHECKS = [
     not_a_server_error,
@@ -77,6 +82,8 @@ EXAMPLES = {
     "ferrox_stats_history_export": 150,
     "ferrox_stats_ingest": 120,
     "ferrox_stats_metrics": 100,
+    "ferrox_stats_usage": 150,
+    "ferrox_stats_usage_top": 150,
 }
 # Without a valid credential every case is refused before any parsing, so fewer
 # suffice: 100 anonymous and 100 with made-up credentials per operation.
