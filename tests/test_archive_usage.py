@@ -12,6 +12,7 @@ from ferrox_stats.archive.batch import write_batch
 from ferrox_stats.archive.rows import Pending
 from ferrox_stats.archive.usage import usage
 from ferrox_stats.core.distribution import RELATIVE_ERROR
+from ferrox_stats.core.rollup import TIMES
 from ferrox_stats.core.summary import nearest_rank
 from ferrox_stats.models import FinishedRequest, Rollup
 from tests.factories import BASE_AT_MS, make_record
@@ -114,7 +115,7 @@ def test_percentiles_are_within_the_stated_error_of_the_rows(
     # Several batches and minute cells merged into one hour.
     for i, ms in enumerate(durations):
         archive(make_record(at_ms=at(minutes[i] * MINUTE) + i, duration_ms=ms))
-    [row] = usage(START, START + HOUR).rows
+    [row] = usage(START, START + HOUR, latency=["duration", "ttft"]).rows
     latency = row.as_dict()["latency"]["duration_s"]
     assert latency["count"] == len(durations)
     seconds = [ms / 1000 for ms in durations]
@@ -210,7 +211,7 @@ def test_totals_sum_each_group_over_the_range_and_merge_its_distributions() -> N
         make_record(at_ms=at(HOUR), model="a", duration_ms=300.0),
         make_record(at_ms=at(HOUR), model="b", duration_ms=200.0),
     )
-    answer = usage(START, START + 2 * HOUR, group_by=["model"])
+    answer = usage(START, START + 2 * HOUR, group_by=["model"], latency=["duration"])
     totals = {tuple(r.group.values()): r for r in answer.totals()}
     assert {k: r.tally.requests for k, r in totals.items()} == {("a",): 2, ("b",): 1}
     assert totals[("a",)].tally.duration.count == 2
@@ -219,6 +220,46 @@ def test_totals_sum_each_group_over_the_range_and_merge_its_distributions() -> N
         (START, {"model": "a"}, 2),
         (START, {"model": "b"}, 1),
     ]
+
+
+def test_latency_merges_only_the_distributions_asked_for() -> None:
+    archive(make_record(at_ms=at(MINUTE)))
+    [row] = usage(START, START + HOUR, latency=["ttft"]).rows
+    assert (row.tally.duration.count, row.tally.ttft.count, row.tally.tpot.count) == (0, 1, 0)
+    assert list(row.as_dict(["ttft"])["latency"]) == ["ttft_s"]
+    with pytest.raises(ValueError, match="latency takes"):
+        usage(START, START + HOUR, latency=["queue"])
+
+
+def test_the_sums_from_the_database_equal_the_rows_merged_one_by_one() -> None:
+    from ferrox_stats.core.rollup import Tally
+
+    archive(
+        *(
+            make_record(
+                at_ms=at(n * 7 * MINUTE),
+                model=("a", "b", None)[n % 3],
+                via_api_key=("k1", "k2")[n % 2],
+                aborted=(None, "timeout", None, "client_disconnect")[n % 4],
+                prompt_tokens=n * 13,
+                completion_tokens=n % 5,
+                cached_tokens=n % 3,
+            )
+            for n in range(40)
+        )
+    )
+    answer = usage(START, START + DAY, bucket="day", group_by=["key"], latency=TIMES)
+    for row in answer.rows:
+        merged = Tally()
+        for stored in Rollup.objects.filter(span_s=3600, via_api_key=row.group["key"]):
+            merged.merge(
+                Tally.stored(
+                    (stored.requests, stored.prompt_tokens, stored.completion_tokens,
+                     stored.cached_tokens, stored.out_of_range),
+                    (stored.aborts, stored.duration, stored.ttft, stored.tpot),
+                )
+            )  # fmt: skip
+        assert row.tally == merged
 
 
 def test_an_answer_larger_than_its_cap_is_refused() -> None:

@@ -295,9 +295,13 @@ OUTCOME_CHOICES = [value for value, _ in OUTCOMES]
 
 
 class UsageLatencySerializer(S.Serializer):
-    duration_s = QuantilesSerializer(help_text="Arrival to end, seconds.")
-    ttft_s = QuantilesSerializer(help_text="Arrival to first token, seconds.")
-    tpot_s = QuantilesSerializer(help_text="Time per output token after the first, seconds.")
+    """The distributions asked for in ``latency`` only."""
+
+    duration_s = QuantilesSerializer(required=False, help_text="Arrival to end, seconds.")
+    ttft_s = QuantilesSerializer(required=False, help_text="Arrival to first token, seconds.")
+    tpot_s = QuantilesSerializer(
+        required=False, help_text="Time per output token after the first, seconds."
+    )
 
 
 class UsageTotalSerializer(S.Serializer):
@@ -344,6 +348,7 @@ class UsageHeadSerializer(S.Serializer):
     relative_error = S.FloatField(help_text="Of every percentile (bucket width).")
     currency = S.CharField()
     replica_costed = S.BooleanField(help_text="Whether replica_cost was computed.")
+    latency = S.ListField(child=S.CharField(), help_text="The distributions asked for.")
 
 
 class UsageSerializer(UsageHeadSerializer):

@@ -23,6 +23,7 @@ from ..archive import usage as rollups
 from ..archive.export import parse_moment
 from ..archive.rows import at_ms_to_datetime
 from ..conf import conf
+from ..core.rollup import TIMES
 from ..models import OUTCOMES
 from . import serializers
 from .base import FerroxView, documented
@@ -64,6 +65,12 @@ GROUP_BY = OpenApiParameter(
     description="Comma-separated dimensions to group by: key, model, replica, route, outcome.",
 )
 USAGE_FORMAT = OpenApiParameter("format", str, enum=["json", "csv"], description="Default json.")
+LATENCY = OpenApiParameter(
+    "latency",
+    str,
+    description="Comma-separated distributions to give percentiles of: duration, ttft, "
+    "tpot (default none: they cost most to merge).",
+)
 
 
 def _moment(request: Request, name: str) -> datetime | None:
@@ -114,11 +121,23 @@ def _group_by(request: Request) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _latency(request: Request) -> list[str]:
+    raw = request.query_params.get("latency") or ""
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    unknown = [name for name in names if name not in TIMES]
+    if unknown:
+        raise ValidationError(
+            {"latency": [f"No distribution {unknown[0][:40]!r}; latency takes {', '.join(TIMES)}."]}
+        )
+    return list(dict.fromkeys(names))
+
+
 def _answer(
     request: Request, bucket: str, group_by: list[str], *, per_bucket: bool = True
 ) -> tuple[rollups.Usage, dict[str, str | None]]:
     since, until = _range(request)
     filters = _filters(request)
+    latency = _latency(request)
     try:
         answer = rollups.usage(
             since,
@@ -129,6 +148,7 @@ def _answer(
             prices=conf.PRICE_BOOK,
             max_rows=conf.USAGE_MAX_ROWS,
             per_bucket=per_bucket,
+            latency=latency,
             using=conf.ARCHIVE_DATABASE,
         )
     except rollups.TooManyRows as exc:
@@ -149,6 +169,7 @@ def _head(answer: rollups.Usage, filters: dict[str, str | None]) -> dict[str, An
         "relative_error": answer.relative_error,
         "currency": conf.CURRENCY,
         "replica_costed": answer.replica_costed,
+        "latency": list(answer.latency),
     }
 
 
@@ -180,6 +201,7 @@ class UsageView(FerroxView):
                 "bucket", str, enum=list(rollups.BUCKETS), description="Default hour (UTC)."
             ),
             GROUP_BY,
+            LATENCY,
             *FILTER_PARAMETERS,
             USAGE_FORMAT,
         ],
@@ -190,7 +212,10 @@ class UsageView(FerroxView):
         },
     )
     def get(self, request: Request) -> Response | HttpResponse:
-        only_known(request, ["since", "until", "bucket", "group_by", "format", *rollups.DIMENSIONS])
+        only_known(
+            request,
+            ["since", "until", "bucket", "group_by", "format", "latency", *rollups.DIMENSIONS],
+        )
         fmt = request.query_params.get("format") or "json"
         if fmt not in ("json", "csv"):
             raise ValidationError({"format": ["format must be 'json' or 'csv'."]})
@@ -207,14 +232,14 @@ class UsageView(FerroxView):
         return Response(
             {
                 **_head(answer, filters),
-                "rows": [row.as_dict() for row in answer.rows],
-                "totals": [_total(row) for row in answer.totals()],
+                "rows": [row.as_dict(answer.latency) for row in answer.rows],
+                "totals": [_total(row, answer.latency) for row in answer.totals()],
             }
         )
 
 
-def _total(row: rollups.UsageRow) -> dict[str, Any]:
-    wire = row.as_dict()
+def _total(row: rollups.UsageRow, latency: tuple[str, ...]) -> dict[str, Any]:
+    wire = row.as_dict(latency)
     del wire["bucket"], wire["bucket_ms"]
     return wire
 
@@ -246,12 +271,15 @@ class UsageTopView(FerroxView):
                 description=f"Groups at most (default {TOP_DEFAULT}, at most {TOP_MOST}).",
             ),
             *RANGE_PARAMETERS,
+            LATENCY,
             *FILTER_PARAMETERS,
         ],
         responses={200: serializers.UsageTopSerializer, **ERRORS},
     )
     def get(self, request: Request) -> Response:
-        only_known(request, ["by", "metric", "limit", "since", "until", *rollups.DIMENSIONS])
+        only_known(
+            request, ["by", "metric", "limit", "since", "until", "latency", *rollups.DIMENSIONS]
+        )
         by = request.query_params.get("by")
         if by not in rollups.DIMENSIONS:
             raise ValidationError({"by": [f"by must be one of {', '.join(rollups.DIMENSIONS)}."]})
@@ -268,6 +296,6 @@ class UsageTopView(FerroxView):
                 **_head(answer, filters),
                 "by": by,
                 "metric": metric,
-                "rows": [_total(row) for row in ranked],
+                "rows": [_total(row, answer.latency) for row in ranked],
             }
         )

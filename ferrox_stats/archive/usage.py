@@ -29,9 +29,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import connections
+from django.db.models import BigIntegerField, Sum
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
+
 from ..core.distribution import RELATIVE_ERROR
-from ..core.prices import HOUR_MS, PriceBook
-from ..core.rollup import TIMES, Tally
+from ..core.prices import PriceBook
+from ..core.rollup import TIMES, Tally, stored_distribution
 from .export import Echo
 
 __all__ = [
@@ -58,6 +63,7 @@ DIMENSIONS = {
 }
 """What a usage answer may be grouped and filtered by -> the rollup column."""
 PERCENTILES = (50, 95, 99)
+_SUMMED = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "out_of_range")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -85,11 +91,11 @@ class UsageRow:
         self.cost = _plus(self.cost, other.cost)
         self.replica_cost = _plus(self.replica_cost, other.replica_cost)
 
-    def latency(self) -> dict[str, dict[str, float | int | None]]:
-        """Per distribution (``duration_s``, ``ttft_s``, ``tpot_s``): how many values,
-        and ``p50``/``p95``/``p99`` in seconds (``None`` when it holds none)."""
+    def latency(self, names: Iterable[str] = TIMES) -> dict[str, dict[str, float | int | None]]:
+        """Per distribution of ``names`` (as ``duration_s``, ``ttft_s``, ``tpot_s``): how
+        many values, and ``p50``/``p95``/``p99`` in seconds (``None`` when it holds none)."""
         result: dict[str, dict[str, float | int | None]] = {}
-        for name in TIMES:
+        for name in names:
             distribution = getattr(self.tally, name)
             summary: dict[str, float | int | None] = {"count": distribution.count}
             for p in PERCENTILES:
@@ -97,8 +103,9 @@ class UsageRow:
             result[f"{name}_s"] = summary
         return result
 
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON-able form: bucket, group, counters, latency percentiles."""
+    def as_dict(self, latency: Iterable[str] = TIMES) -> dict[str, Any]:
+        """The JSON-able form: bucket, group, counters, the ``latency`` distributions'
+        percentiles."""
         return {
             "bucket": self.bucket.isoformat(),
             "bucket_ms": epoch_ms(self.bucket),
@@ -109,7 +116,7 @@ class UsageRow:
             "cost": self.cost,
             "unpriced_requests": self.unpriced_requests,
             "replica_cost": self.replica_cost,
-            "latency": self.latency(),
+            "latency": self.latency(latency),
         }
 
 
@@ -132,6 +139,8 @@ class Usage:
     relative_error: float = RELATIVE_ERROR
     # Whether ``replica_cost`` was computed (grouped and filtered by replica at most).
     replica_costed: bool = False
+    # The distributions merged (the others are empty).
+    latency: tuple[str, ...] = ()
 
     def totals(self) -> list[UsageRow]:
         """Per group, its rows summed over the whole range (``bucket`` is ``since``),
@@ -144,6 +153,35 @@ class Usage:
                 total = groups[key] = UsageRow(self.since, dict(row.group))
             total.add(row)
         return [groups[key] for key in sorted(groups, key=_group_order)]
+
+
+def _epoch_sql(vendor: str) -> str | None:
+    """SQL reading a rollup's bucket as epoch seconds, where this database has it."""
+    if vendor == "postgresql":
+        return "CAST(EXTRACT(EPOCH FROM bucket) AS bigint)"
+    if vendor == "sqlite":  # Django stores UTC text: 'YYYY-MM-DD HH:MM:SS'
+        return "CAST(strftime('%%s', bucket) AS INTEGER)"
+    return None
+
+
+def _fetch(queryset: Any, *, raw: bool) -> Iterable[tuple[Any, ...]]:
+    """The queryset's rows as tuples: ``raw``, straight from the cursor, without
+    Django's per-value converters (half the time of a large answer; the columns are
+    text and integers, and the sums cast back to bigint)."""
+    if not raw:
+        return queryset  # type: ignore[no-any-return]
+    sql, params = queryset.query.sql_with_params()
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()  # type: ignore[no-any-return]
+
+
+def _int(value: Any) -> int:
+    return int(value)
+
+
+def _seconds(moment: datetime) -> int:
+    return int((moment - _EPOCH).total_seconds())
 
 
 def _floor(moment: datetime, width_s: int) -> datetime:
@@ -166,6 +204,7 @@ def usage(
     prices: PriceBook | None = None,
     max_rows: int | None = None,
     per_bucket: bool = True,
+    latency: Iterable[str] = (),
     using: str | None = None,
 ) -> Usage:
     """Usage over ``[since, until)`` (aware datetimes) per ``bucket`` (minute, hour,
@@ -174,7 +213,9 @@ def usage(
     by ``prices``. ``ValueError`` for anything else, and ``TooManyRows`` when the
     answer would hold more than ``max_rows`` rows. Rows are ordered by bucket, then
     group. ``per_bucket=False`` sums each group over the whole range instead (one row
-    per group, its ``bucket`` the range's start)."""
+    per group, its ``bucket`` the range's start). ``latency`` names the distributions
+    to merge (any of ``TIMES``; the others stay empty): they cost most, a row's
+    bucket counts each (docs/benchmarks.md, "Usage API")."""
     from ..models import Rollup
 
     if bucket not in BUCKETS:
@@ -199,57 +240,95 @@ def usage(
         buckets = (end - start).total_seconds() // width
         if buckets > max_rows:
             raise TooManyRows(int(buckets), max_rows)
+    distributions = tuple(dict.fromkeys(latency))
+    for name in distributions:
+        if name not in TIMES:
+            raise ValueError(f"latency takes {', '.join(TIMES)}, got {name!r}")
     prices = prices or PriceBook()
     replica_costed = prices.prices_replicas and {*grouped, *filters} <= {"replica"}
     columns = [DIMENSIONS[name] for name in grouped]
-    cells: dict[tuple[datetime, tuple[str | None, ...]], UsageRow] = {}
-    # Each (replica, rollup bucket) is costed once, however many groups it holds.
-    replica_buckets: set[tuple[str, datetime]] = set()
-    share = 1.0 if width >= 3600 else width / 3600
-    for values in rows.order_by().values_list(
-        "bucket",
-        "outcome",
-        "requests",
-        "prompt_tokens",
-        "completion_tokens",
-        "cached_tokens",
-        "out_of_range",
-        "aborts",
-        "duration",
-        "ttft",
-        "tpot",
-        "model",
-        "replica",
-        *columns,
-    ):
-        moment, outcome, model, replica = values[0], values[1], values[11], values[12]
-        key = (_floor(moment, width) if per_bucket else start, tuple(values[13:]))
+    n = len(columns)
+    # Buckets are read as epoch seconds where the database can say so: a timestamp
+    # read back costs more than the rest of a row (psycopg's time-zone-aware parse).
+    epoch = _epoch_sql(connections[rows.db].vendor)
+    if epoch is not None:
+        rows = rows.annotate(at_s=RawSQL(epoch, ()))
+    at = "at_s" if epoch is not None else "bucket"
+    seconds = _int if epoch is not None else _seconds
+    first = int((start - _EPOCH).total_seconds())
+    cells: dict[tuple[int, tuple[str | None, ...]], UsageRow] = {}
+
+    def cell(at_s: int, group: tuple[str | None, ...]) -> UsageRow:
+        key = (at_s - (at_s - first) % width if per_bucket else first, group)
         row = cells.get(key)
         if row is None:
             if max_rows is not None and len(cells) >= max_rows:
                 raise TooManyRows(len(cells) + 1, max_rows)
-            row = cells[key] = UsageRow(key[0], dict(zip(grouped, key[1], strict=True)))
-        stored = Tally.stored(values[2:7], values[7:11])
-        row.tally.merge(stored)
+            moment = _EPOCH + timedelta(seconds=key[0])
+            row = cells[key] = UsageRow(moment, dict(zip(grouped, group, strict=True)))
+        return row
+
+    # 1. The counters, summed by the database per rollup bucket, group, model and
+    # outcome (the model prices the tokens, the outcome counts errors and aborts), and
+    # per replica where its hours are costed.
+    keys = [at, *columns, "model", "outcome", *(["replica"] if replica_costed else [])]
+    model_at, outcome_at, replica_at = 1 + n, 2 + n, len(keys) - 1
+    # Each (replica, rollup bucket) is costed once, however many groups it holds.
+    replica_buckets: set[tuple[Any, int]] = set()
+    share = 1.0 if width >= 3600 else width / 3600
+    sums = {f"sum_{name}": Cast(Sum(name), BigIntegerField()) for name in _SUMMED}
+    summed = rows.order_by().values_list(*keys).annotate(**sums)
+    for values in _fetch(summed, raw=epoch is not None):
+        at_s = seconds(values[0])
+        row = cell(at_s, values[1 : 1 + n])
+        requests, prompt, completion, cached, out_of_range = values[len(keys) :]
+        tally = row.tally
+        tally.requests += requests
+        tally.prompt_tokens += prompt
+        tally.completion_tokens += completion
+        tally.cached_tokens += cached
+        tally.out_of_range += out_of_range
+        outcome = values[outcome_at]
         if outcome == "error":
-            row.errors += stored.requests
+            row.errors += requests
         elif outcome == "aborted":
-            row.aborted += stored.requests
-        at_ms = epoch_ms(moment)
-        cost = prices.token_cost(
-            model, at_ms, stored.prompt_tokens, stored.completion_tokens, stored.cached_tokens
-        )
+            row.aborted += requests
+        cost = prices.token_cost(values[model_at], at_s * 1000, prompt, completion, cached)
         if cost is None:
-            row.unpriced_requests += stored.requests
+            row.unpriced_requests += requests
         else:
-            row.cost = _plus(row.cost, cost)
-        if replica_costed and (replica, moment) not in replica_buckets:
-            replica_buckets.add((replica, moment))
-            hourly = prices.hourly(replica, at_ms - at_ms % HOUR_MS)
+            row.cost = cost if row.cost is None else row.cost + cost
+        if replica_costed and (values[replica_at], at_s) not in replica_buckets:
+            replica_buckets.add((values[replica_at], at_s))
+            hourly = prices.hourly(values[replica_at], (at_s - at_s % 3600) * 1000)
             if hourly is not None:
                 row.replica_cost = _plus(row.replica_cost, hourly * share)
+    # 2. Abort reasons, from the rows that have any (only aborted ones do): each
+    # distinct text parsed once.
+    read: dict[str, list[tuple[str, int]]] = {}
+    reasons = rows.filter(outcome="aborted").exclude(aborts="").order_by()
+    for values in _fetch(reasons.values_list(at, *columns, "aborts"), raw=epoch is not None):
+        text = values[-1]
+        counts = read.get(text)
+        if counts is None:
+            stored = Tally()
+            stored.merge_texts(text, "", "", "")
+            counts = read[text] = list(stored.aborts.items())
+        aborts = cell(seconds(values[0]), values[1 : 1 + n]).tally.aborts
+        for reason, count in counts:
+            aborts[reason] = aborts.get(reason, 0) + count
+    # 3. The latency distributions asked for, merged row by row (what costs most).
+    if distributions:
+        texts = rows.order_by().values_list(at, *columns, *distributions)
+        for values in _fetch(texts, raw=epoch is not None):
+            tally = cell(seconds(values[0]), values[1 : 1 + n]).tally
+            for name, text in zip(distributions, values[1 + n :], strict=True):
+                if text:
+                    getattr(tally, name).merge(stored_distribution(text))
     ordered = [cells[key] for key in sorted(cells, key=_order)]
-    return Usage(start, end, bucket, grouped, ordered, replica_costed=replica_costed)
+    return Usage(
+        start, end, bucket, grouped, ordered, replica_costed=replica_costed, latency=distributions
+    )
 
 
 class TooManyRows(ValueError):
@@ -272,7 +351,7 @@ def _group_order(group: tuple[str | None, ...]) -> tuple[Any, ...]:
     return tuple((value is not None, value or "") for value in group)
 
 
-def _order(key: tuple[datetime, tuple[str | None, ...]]) -> tuple[Any, ...]:
+def _order(key: tuple[int, tuple[str | None, ...]]) -> tuple[Any, ...]:
     return (key[0], _group_order(key[1]))
 
 
@@ -329,11 +408,13 @@ CSV_COUNTERS = (
 )
 
 
-def csv_columns(group_by: Iterable[str]) -> list[str]:
+def csv_columns(group_by: Iterable[str], latency: Iterable[str] = TIMES) -> list[str]:
     """The header of ``csv_lines``: the bucket, the groups, the counters, then each
-    distribution's count and percentiles (``duration_s_p50``...)."""
+    ``latency`` distribution's count and percentiles (``duration_s_p50``...)."""
     latency = [
-        f"{name}_s_{part}" for name in TIMES for part in ("count", *(f"p{p}" for p in PERCENTILES))
+        f"{name}_s_{part}"
+        for name in latency
+        for part in ("count", *(f"p{p}" for p in PERCENTILES))
     ]
     return ["bucket", "bucket_ms", *group_by, *CSV_COUNTERS, *latency]
 
@@ -342,9 +423,9 @@ def csv_lines(answer: Usage) -> Iterator[str]:
     """The answer's rows as CSV, a header first: empty for None, the abort reasons as
     compact JSON, floats in their shortest round-trip form."""
     writer = csv.writer(Echo())
-    yield writer.writerow(csv_columns(answer.group_by))
+    yield writer.writerow(csv_columns(answer.group_by, answer.latency))
     for row in answer.rows:
-        wire = row.as_dict()
+        wire = row.as_dict(answer.latency)
         cells: list[Any] = [wire["bucket"], wire["bucket_ms"], *row.group.values()]
         for name in CSV_COUNTERS:
             value = wire[name]

@@ -35,7 +35,7 @@ from .requests import Record
 K = TypeVar("K", bound=Hashable)
 _NONE = type(None)
 
-__all__ = ["MAX_SECONDS", "MAX_TOKENS", "TIMES", "Tally"]
+__all__ = ["MAX_SECONDS", "MAX_TOKENS", "TIMES", "Tally", "stored_distribution"]
 
 MAX_TOKENS = 2**40
 """The largest token count a record adds to a sum (about 10**12; real requests: < 10**7)."""
@@ -52,7 +52,7 @@ _INT = "(?:0|-?[1-9][0-9]*)"
 _PAIRS = re.compile(f"{_INT}(?:,{_INT})*")
 
 
-def _dense(text: str) -> Distribution:
+def stored_distribution(text: str) -> Distribution:
     """The distribution ``_text`` wrote; ``ValueError`` for anything it could not have."""
     result = Distribution()
     if not text:
@@ -225,9 +225,9 @@ class Tally:
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                     raise ValueError(f"abort count of {reason!r} must be an integer >= 0")
                 self.aborts[reason] = self.aborts.get(reason, 0) + n
-        self.duration.merge(_dense(duration))
-        self.ttft.merge(_dense(ttft))
-        self.tpot.merge(_dense(tpot))
+        self.duration.merge(stored_distribution(duration))
+        self.ttft.merge(stored_distribution(ttft))
+        self.tpot.merge(stored_distribution(tpot))
 
     @classmethod
     def stored(cls, counters: tuple[int, int, int, int, int], texts: tuple[str, ...]) -> Tally:

@@ -59,9 +59,11 @@ QUERY_PARAMETERS: dict[str, list[str]] = {
     "ferrox_stats:ingest": [],
     "ferrox_stats:metrics": [],
     "ferrox_stats:usage": sorted(
-        {"since", "until", "bucket", "group_by", "format", *USAGE_FILTERS}
+        {"since", "until", "bucket", "group_by", "format", "latency", *USAGE_FILTERS}
     ),
-    "ferrox_stats:usage-top": sorted({"by", "metric", "limit", "since", "until", *USAGE_FILTERS}),
+    "ferrox_stats:usage-top": sorted(
+        {"by", "metric", "limit", "since", "until", "latency", *USAGE_FILTERS}
+    ),
 }
 CHECKS = [
     not_a_server_error,

@@ -46,8 +46,9 @@ RANGE = {"since": BASE_AT_MS, "until": BASE_AT_MS + 2 * HOUR_MS}
 
 @pytest.mark.usefixtures("traffic")
 def test_usage_per_hour_by_key_with_cost_and_latency(read_client: TokenClient) -> None:
-    body = get(read_client, "/v1/usage", group_by="key", **RANGE)
+    body = get(read_client, "/v1/usage", group_by="key", latency="duration", **RANGE)
     assert (body["bucket"], body["group_by"], body["currency"]) == ("hour", ["key"], "USD")
+    assert body["latency"] == ["duration"]
     assert (body["since_ms"], body["until_ms"], body["rollups_kept"]) == (
         BASE_AT_MS,
         BASE_AT_MS + 2 * HOUR_MS,
@@ -62,6 +63,7 @@ def test_usage_per_hour_by_key_with_cost_and_latency(read_client: TokenClient) -
         (BASE_AT_MS + HOUR_MS, "team-b", 1, 0, 0),
     ]
     assert body["rows"][0]["cost"] == pytest.approx((1000 + 20) / 1e6)
+    assert list(body["rows"][0]["latency"]) == ["duration_s"]  # what was asked only
     assert body["rows"][0]["latency"]["duration_s"]["count"] == 2
     assert body["rows"][0]["latency"]["duration_s"]["p50"] == pytest.approx(
         0.64025, rel=body["relative_error"]
@@ -87,7 +89,9 @@ def test_filters_and_iso_moments(read_client: TokenClient) -> None:
 
 @pytest.mark.usefixtures("traffic")
 def test_csv(read_client: TokenClient) -> None:
-    response = get(read_client, "/v1/usage", group_by="model,key", format="csv", **RANGE)
+    response = get(
+        read_client, "/v1/usage", group_by="model,key", format="csv", latency="tpot", **RANGE
+    )
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [(r["model"], r["key"], r["requests"], r["cost"]) for r in rows] == [
@@ -96,7 +100,9 @@ def test_csv(read_client: TokenClient) -> None:
         ("m1", "team-b", "1", str((3000 + 60) / 1e6)),
     ]
     assert rows[1]["errors"] == "1" and rows[1]["aborts"] == "{}"
-    assert "duration_s_p99" in rows[0]
+    assert "tpot_s_p99" in rows[0] and "duration_s_p99" not in rows[0]
+    plain = get(read_client, "/v1/usage", format="csv", **RANGE).content.decode()
+    assert "_p50" not in plain.splitlines()[0]
 
 
 @pytest.mark.usefixtures("traffic")
@@ -134,6 +140,7 @@ def test_the_default_range_is_the_day_before_the_recorders_clock(read_client: To
         ("/v1/usage", {"group_by": "model,colour"}, "group_by"),
         ("/v1/usage", {"outcome": "maybe"}, "outcome"),
         ("/v1/usage", {"format": "xml"}, "format"),
+        ("/v1/usage", {"latency": "duration,queue"}, "latency"),
         ("/v1/usage", {"since": "yesterday"}, "since"),
         ("/v1/usage", {"since": BASE_AT_MS, "until": BASE_AT_MS}, "since"),
         ("/v1/usage", {"modle": "m1"}, "query"),
@@ -172,3 +179,16 @@ def test_bucket_starts_are_utc_iso(read_client: TokenClient) -> None:
     archive([make_record(at_ms=BASE_AT_MS + 1000)])
     [row] = get(read_client, "/v1/usage", **RANGE)["rows"]
     assert datetime.fromisoformat(row["bucket"]) == datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.usefixtures("traffic")
+def test_usage_reads_the_rollups_never_the_archive(read_client: TokenClient) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        get(read_client, "/v1/usage", group_by="model", latency="duration,ttft,tpot", **RANGE)
+        get(read_client, "/v1/usage/top", by="key", **RANGE)
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert any("ferrox_stats_rollup" in sql for sql in statements)
+    assert not [sql for sql in statements if "ferrox_stats_finishedrequest" in sql]

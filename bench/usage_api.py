@@ -1,0 +1,269 @@
+"""The usage API over 30 days at hour buckets, with a short and a 10x longer rollup history.
+
+Issue 14: a usage answer for a 30-day range at hour buckets within 100 ms however much
+is archived, and growing with buckets, not with the archive (goal: the answer over a
+10x larger history within 1.2x). The usage API reads only ``ferrox_stats_rollup``
+(``tests/api/test_usage.py`` pins that it never touches the archive's table), so what
+grows with the archive is the rollup table's history: the rollups outlive the archive's
+retention. This bench loads, with COPY, rollups as an archive of ``--cells`` full groups
+(model x route x replica x key x outcome) per hour and ``--minute-cells`` per minute
+would leave them, over ``--days`` (the short history, the archive's 30 days of about
+1M requests) and over 10x as many days (about 10M requests), with realistic latency
+distributions (``core.distribution`` texts of a few hundred synthetic requests each).
+
+Then, on each history, the last 30 days are asked, interleaved in rounds (order
+rotating), each timed alone (wall clock, the database on this machine):
+
+- ``usage()`` ungrouped, by model, by key, by key and model (``archive.usage.usage``,
+  what the view calls), and ``top`` keys by tokens (``per_bucket=False``);
+- ``GET v1/usage?group_by=model`` whole, through Django's test client with a read
+  token: parsing, the query, JSON rendering.
+
+Printed: each call's median ms on each history, the 10x / 1x ratio (median of
+per-round ratios), rows read and rows answered. Creates and drops its own database.
+Run from the repo root::
+
+    PYTHONPATH=.:bench python bench/usage_api.py --quick     # ~1 min
+    PYTHONPATH=.:bench python bench/usage_api.py [--cells 100 --days 30 --rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import statistics
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from pgdb import SERVER, create_database, drop_database
+
+DATABASE = "ferrox_bench_usage"
+GOAL_MS = 100.0
+GOAL_GROWTH = 1.2
+END = datetime(2026, 11, 29, tzinfo=UTC)
+MODELS = ["llama-3.1-8b-instruct", "llama-3.1-70b-instruct", "qwen2.5-32b", "mistral-7b", "phi-4"]
+ROUTES = ["/v1/chat/completions", "/v1/completions"]
+REPLICAS = [f"gpu-{i}" for i in range(4)]
+KEYS = [f"team-{i:02d}" for i in range(20)]
+OUTCOMES = ["ok", "ok", "ok", "error", "aborted"]
+PRICES = {model: [{"from": "2026-01-01", "input": 0.2, "output": 0.6}] for model in MODELS}
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", default=SERVER)
+    parser.add_argument("--database", default=DATABASE)
+    parser.add_argument("--days", type=int, default=30, help="the short history (days)")
+    parser.add_argument("--cells", type=int, default=None, help="groups per hour (100)")
+    parser.add_argument("--minute-cells", type=int, default=None, help="groups per minute (10)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (7; quick 3)")
+    parser.add_argument("--quick", action="store_true", help="fewer cells and rounds")
+    args = parser.parse_args()
+    defaults = {
+        "cells": 40 if args.quick else 100,
+        "minute_cells": 4 if args.quick else 10,
+        "rounds": 3 if args.quick else 7,
+    }
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+def distribution_texts(rng: random.Random, n: int) -> list[tuple[str, str, str, str]]:
+    """``n`` different (aborts, duration, ttft, tpot) texts, each of a few hundred requests."""
+    from ferrox_stats.core.requests import Record
+    from ferrox_stats.core.rollup import Tally
+
+    texts = []
+    for _ in range(n):
+        tally = Tally()
+        for _ in range(rng.randint(50, 400)):
+            completion = rng.randint(1, 800)
+            tally.add(
+                Record(
+                    at_ms=0,
+                    prompt_tokens=rng.randint(10, 4000),
+                    completion_tokens=completion,
+                    ttft_ms=rng.lognormvariate(5, 0.6),
+                    duration_ms=rng.lognormvariate(8, 0.8),
+                    decode_ms=completion * rng.uniform(15, 40),
+                    aborted=rng.choice([None] * 20 + ["client_disconnect", "timeout"]),
+                )
+            )
+        texts.append(tally.texts())
+    return texts
+
+
+def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> int:
+    """COPY the rollups of ``days`` days before END; return the rows loaded."""
+    from ferrox_stats.archive.rollups import group_key
+
+    rng = random.Random(seed)
+    texts = distribution_texts(rng, 200)
+    groups = [
+        (m, r, rep, k, o)
+        for m in MODELS
+        for r in ROUTES
+        for rep in REPLICAS
+        for k in KEYS
+        for o in ("ok", "error", "aborted")
+    ]
+    rng.shuffle(groups)
+    digests = {group: group_key(group) for group in groups}
+    columns = (
+        "span_s, bucket, group_key, model, route, replica, via_api_key, outcome, requests, "
+        "prompt_tokens, completion_tokens, cached_tokens, out_of_range, aborts, duration, "
+        "ttft, tpot"
+    )
+    rows = 0
+    start = END - timedelta(days=days)
+    with psycopg.connect(url) as conn, conn.cursor() as cursor:
+        with cursor.copy(f"COPY ferrox_stats_rollup ({columns}) FROM STDIN") as copy:
+            for span, per_bucket in ((3600, cells), (60, minute_cells)):
+                moment = start
+                step = timedelta(seconds=span)
+                while moment < END:
+                    for group in rng.sample(groups, per_bucket):
+                        aborts, duration, ttft, tpot = rng.choice(texts)
+                        requests = rng.randint(1, 400)
+                        copy.write_row(
+                            (
+                                span,
+                                moment,
+                                digests[group],
+                                *group,
+                                requests,
+                                requests * 900,
+                                requests * 200,
+                                requests * 100,
+                                0,
+                                aborts if group[4] == "aborted" else "",
+                                duration,
+                                ttft,
+                                tpot,
+                            )
+                        )
+                        rows += 1
+                    moment += step
+        conn.commit()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE ferrox_stats_rollup")
+    return rows
+
+
+def main() -> None:
+    args = arguments()
+    url = create_database(args.server, args.database)
+    try:
+        run(args, url)
+    finally:
+        drop_database(args.server, args.database)
+
+
+def run(args: argparse.Namespace, url: str) -> None:
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+
+    from ferrox_stats import tokens
+    from ferrox_stats.archive import usage as rollups
+    from ferrox_stats.conf import conf
+
+    call_command("migrate", verbosity=0)
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "PRICES": PRICES, "ROLLUPS": True}
+    settings.ALLOWED_HOSTS = ["*"]
+    pg_major = connection.pg_version // 10000  # type: ignore[attr-defined]
+    print(f"{__doc__.splitlines()[0]}\n{platform.python_version()}, PostgreSQL {pg_major}")
+    print(
+        f"{args.cells} groups per hour, {args.minute_cells} per minute; histories of "
+        f"{args.days} and {10 * args.days} days; the last 30 days asked at hour buckets; "
+        f"{args.rounds} rounds"
+    )
+    _, secret = tokens.issue("bench")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    since, until = END - timedelta(days=30), END
+    prices = conf.PRICE_BOOK
+
+    def call(**kwargs: Any) -> Callable[[], int]:
+        def run_once() -> int:
+            return len(rollups.usage(since, until, prices=prices, **kwargs).rows)
+
+        return run_once
+
+    def http(**params: str) -> Callable[[], int]:
+        def get() -> int:
+            response = client.get(
+                "/control/telemetry/v1/usage",
+                {"since": since.isoformat(), "until": until.isoformat(), **params},
+            )
+            assert response.status_code == 200, response.content[:300]
+            return len(response.json()["rows"])
+
+        return get
+
+    calls: dict[str, Callable[[], int]] = {
+        "usage()": call(),
+        "usage() by model": call(group_by=["model"]),
+        "usage() by key": call(group_by=["key"]),
+        "usage() by key, model": call(group_by=["key", "model"]),
+        "top keys (per_bucket=False)": call(group_by=["key"], per_bucket=False),
+        "usage() by model, latency=duration": call(group_by=["model"], latency=["duration"]),
+        "usage(), latency=all three": call(latency=["duration", "ttft", "tpot"]),
+        "GET v1/usage?group_by=model": http(group_by="model"),
+        "GET ...&latency=duration": http(group_by="model", latency="duration"),
+    }
+    results: dict[str, dict[str, list[float]]] = {}
+    answered: dict[str, int] = {}
+    loaded: dict[str, int] = {}
+    for history in (args.days, 10 * args.days):
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE ferrox_stats_rollup")
+        started = time.perf_counter()
+        label = f"{history} d"
+        loaded[label] = load(url, history, args.cells, args.minute_cells)
+        print(
+            f"{label}: {loaded[label]} rollup rows loaded in {time.perf_counter() - started:.1f} s"
+        )
+        for name, function in calls.items():
+            answered[name] = function()  # warm, and the size of the answer
+        names = list(calls)
+        for round_ in range(args.rounds):
+            order = names[round_ % len(names) :] + names[: round_ % len(names)]
+            for name in order:
+                started = time.perf_counter()
+                calls[name]()
+                elapsed = (time.perf_counter() - started) * 1000
+                results.setdefault(name, {}).setdefault(label, []).append(elapsed)
+    short, long = f"{args.days} d", f"{10 * args.days} d"
+    print(f"\n{'call':36} {'rows':>6} {short:>9} {long:>9}  growth (goal <= {GOAL_GROWTH}x)")
+    worst, worst_growth = 0.0, 0.0
+    for name, by_history in results.items():
+        a, b = by_history[short], by_history[long]
+        growth = statistics.median(y / x for x, y in zip(a, b, strict=True))
+        worst, worst_growth = max(worst, statistics.median(b)), max(worst_growth, growth)
+        print(
+            f"{name:36} {answered[name]:>6} {statistics.median(a):>7.1f}ms "
+            f"{statistics.median(b):>7.1f}ms  {growth:.2f}x"
+        )
+    verdict = "met" if worst <= GOAL_MS else "NOT met"
+    print(
+        f"HEADLINE slowest answer over 30 days at hour buckets: {worst:.1f} ms "
+        f"(goal <= {GOAL_MS:.0f} ms): {verdict}"
+    )
+    grown = "met" if worst_growth <= GOAL_GROWTH else "NOT met"
+    print(
+        f"HEADLINE most growth at 10x the history: {worst_growth:.2f}x (goal <= {GOAL_GROWTH}x): {grown}"
+    )
+
+
+if __name__ == "__main__":
+    main()
