@@ -45,6 +45,11 @@ class EntrySerializer(S.Serializer):
 
 class ArchivedEntrySerializer(EntrySerializer):
     id = S.IntegerField(help_text="The archive row's id.")
+    cost = S.FloatField(
+        allow_null=True,
+        help_text="Its tokens at the prices in force when it finished (PRICES); null "
+        "without a price or without its token counts.",
+    )
 
 
 class RingPageSerializer(S.Serializer):

@@ -167,6 +167,21 @@ def _filtered(request: Request, view: APIView) -> Any:
     return filterset.qs
 
 
+def _priced(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries with their ``cost`` at the prices in force when each finished
+    (``FERROX_STATS["PRICES"]``; None without a price or without token counts)."""
+    prices = conf.PRICE_BOOK
+    for entry in entries:
+        entry["cost"] = prices.token_cost(
+            entry["model"],
+            entry["at_ms"],
+            entry["prompt_tokens"],
+            entry["completion_tokens"],
+            entry["cached_tokens"],
+        )
+    return entries
+
+
 # Each order and the shared query that serves it.
 ORDERS = {"newest": "newest_first", "oldest": "oldest_first", "committed": "committed_after"}
 
@@ -219,7 +234,7 @@ class HistoryView(FerroxView):
         page = getattr(_filtered(request, self), ORDERS[order])(cursor, limit)
         return Response(
             {
-                "entries": page.entries,
+                "entries": _priced(page.entries),
                 "next_cursor": page.next_cursor.encode() if page.next_cursor else None,
             }
         )
@@ -247,7 +262,7 @@ class HistoryDetailView(FerroxView):
         entries = FinishedRequest.objects.using(conf.ARCHIVE_DATABASE).by_request_id(request_id)
         if not entries:
             raise NotFound("No archived request has this request_id.")
-        return Response({"entries": entries})
+        return Response({"entries": _priced(entries)})
 
 
 class _FormatIsOurs(DefaultContentNegotiation):

@@ -184,3 +184,36 @@ def test_a_tail_poller_follows_the_commit_order(read_client: TokenClient) -> Non
     stale = read_client.get(f"{PREFIX}/v1/history", {"order": "committed", "cursor": "c812.3"})
     assert stale.status_code == 400
     assert "earlier version" in stale.json()["error"]["fields"]["cursor"][0]
+
+
+def test_each_archived_request_carries_its_cost_at_the_price_in_force(
+    read_client: TokenClient, settings: Any
+) -> None:
+    settings.FERROX_STATS = {
+        **settings.FERROX_STATS,
+        "PRICES": {
+            "priced": [
+                {"from": "2026-01-01", "input": 1.0, "output": 2.0},
+                {"from": "2026-01-01T01:00Z", "input": 100.0, "output": 200.0},
+            ]
+        },
+    }
+    archive(
+        [
+            make_record(request_id="p1", model="priced", prompt_tokens=1000,
+                        completion_tokens=10, at_ms=BASE_AT_MS + 1000),
+            make_record(request_id="p2", model="priced", prompt_tokens=1000,
+                        completion_tokens=10, at_ms=BASE_AT_MS + 3_600_000),
+            make_record(request_id="free", model="unpriced"),
+            make_record(request_id="blind", model="priced", prompt_tokens=None),
+        ]
+    )  # fmt: skip
+    costs = {e["request_id"]: e["cost"] for e in get(read_client, "/v1/history")["entries"]}
+    assert costs == {
+        "p1": pytest.approx((1000 * 1.0 + 10 * 2.0) / 1e6),
+        "p2": pytest.approx((1000 * 100.0 + 10 * 200.0) / 1e6),  # the new price's hour
+        "free": None,  # no price: null, never 0
+        "blind": None,  # no prompt count: not computable
+    }
+    [one] = get(read_client, "/v1/history/p1")["entries"]
+    assert one["cost"] == costs["p1"]
