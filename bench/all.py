@@ -69,6 +69,7 @@ BENCHES: dict[str, Bench] = {
     "archive_read": Bench(
         "archive_read.py", "--quick --filters all", r"goal|/ first page|worst", "PostgreSQL"
     ),
+    "usage_api": Bench("usage_api.py", "--quick", r"HEADLINE", "PostgreSQL"),
     "fleet": Bench(
         "fleet.py", "--instances 16 --records 5000 --calls 10", r"goal|% of", "PostgreSQL"
     ),

@@ -261,7 +261,8 @@ def run(args: argparse.Namespace, url: str) -> None:
     )
     grown = "met" if worst_growth <= GOAL_GROWTH else "NOT met"
     print(
-        f"HEADLINE most growth at 10x the history: {worst_growth:.2f}x (goal <= {GOAL_GROWTH}x): {grown}"
+        f"HEADLINE most growth at 10x the history: {worst_growth:.2f}x "
+        f"(goal <= {GOAL_GROWTH}x): {grown}"
     )
 
 
