@@ -52,15 +52,15 @@ class Chart:
 Format = Callable[[float], str]
 
 
-def _nice_ceiling(value: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 x 10^k at or above ``value``: the y axis's top."""
+def _axis_top(value: float) -> float:
+    """The y axis's top: four gridline steps of 1, 2, 3 or 5 x 10^k, the smallest that
+    reaches ``value`` (so a count axis never reads 2.5 requests)."""
     if value <= 0:
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        if value <= step * power:
-            return float(step * power)
-    return float(10 * power)  # pragma: no cover - the loop ends at 10
+    wanted = value / 4
+    power = 10 ** math.floor(math.log10(wanted))
+    step = next(s * power for s in (1, 2, 3, 5, 10) if wanted <= s * power * (1 + 1e-9))
+    return float(4 * step)
 
 
 def _frame(
@@ -122,7 +122,7 @@ def bars(
     stacked = [sum(s.values[i] or 0 for s in series) for i in range(len(labels))]
     if not any(stacked):
         return Chart(title, mark_safe(""), list(series), True)
-    top = _nice_ceiling(max(stacked))
+    top = _axis_top(max(stacked))
     parts, slot = _frame(title, description, labels, ticks, top, fmt)
     width = max(1.0, slot * 0.78)
     for i, label in enumerate(labels):
@@ -155,7 +155,7 @@ def lines(
     measured = [v for s in series for v in s.values if v is not None]
     if not measured:
         return Chart(title, mark_safe(""), list(series), True)
-    top = _nice_ceiling(max(measured))
+    top = _axis_top(max(measured))
     parts, slot = _frame(title, description, labels, ticks, top, fmt)
     titled = len(labels) <= POINT_TITLES_UP_TO
     for s in series:
