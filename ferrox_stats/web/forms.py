@@ -59,6 +59,20 @@ def _text(label: StrOrPromise, max_length: int = 200) -> forms.CharField:
     return forms.CharField(label=label, required=False, max_length=max_length, strip=True)
 
 
+def refuse_unknown(form: forms.Form) -> None:
+    """An error on ``form`` naming the query parameters it has no field for: a misspelt
+    filter would otherwise show every row as if it had filtered them."""
+    unknown = sorted(set(form.data) - set(form.fields))
+    if unknown:
+        names = ", ".join(dict.fromkeys(describe_name(name) for name in unknown))
+        message = ngettext(
+            "Unknown query parameter %(names)s; this page accepts: %(known)s.",
+            "Unknown query parameters %(names)s; this page accepts: %(known)s.",
+            len(unknown),
+        )
+        form.add_error(None, message % {"names": names, "known": ", ".join(sorted(form.fields))})
+
+
 class HistoryForm(forms.Form):
     since = ZoneDateTimeField(label="From", required=False)
     until = ZoneDateTimeField(label="Until", required=False)
@@ -104,18 +118,7 @@ class HistoryForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        # A misspelt filter would otherwise show every row as if it had filtered them.
-        unknown = sorted(set(self.data) - set(self.fields))
-        if unknown:
-            names = ", ".join(dict.fromkeys(describe_name(name) for name in unknown))
-            message = ngettext(
-                "Unknown query parameter %(names)s; this page accepts: %(known)s.",
-                "Unknown query parameters %(names)s; this page accepts: %(known)s.",
-                len(unknown),
-            )
-            self.add_error(
-                None, message % {"names": names, "known": ", ".join(sorted(self.fields))}
-            )
+        refuse_unknown(self)
         since, until = cleaned.get("since"), cleaned.get("until")
         if since is not None and until is not None and since >= until:
             self.add_error("until", gettext("Until must be later than From."))
@@ -139,3 +142,29 @@ class HistoryForm(forms.Form):
             query["cursor"] = cursor.encode()
             query["direction"] = direction
         return query.urlencode()
+
+
+class UsageForm(forms.Form):
+    """The usage page's range and filters (``web.usage_page.RANGES``; key, model, replica)."""
+
+    range = forms.ChoiceField(
+        label=_("Range"),
+        required=False,
+        choices=[("24h", _("24 hours")), ("7d", _("7 days")), ("30d", _("30 days"))],
+    )
+    key = _text(_("API key"))
+    model = _text(_("Model"))
+    replica = _text(_("Replica"))
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        refuse_unknown(self)
+        return cleaned
+
+    def filters(self) -> dict[str, str]:
+        """The usage filters that were given (an empty field filters nothing)."""
+        return {name: self.cleaned_data[name] for name in USAGE_FILTERS if self.cleaned_data[name]}
+
+
+# What the usage page filters by: dimensions of ``archive.usage.DIMENSIONS``.
+USAGE_FILTERS = ("key", "model", "replica")

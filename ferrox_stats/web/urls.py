@@ -15,5 +15,6 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("process/", views.process, name="process"),
     path("history/", views.history, name="history"),
+    path("usage/", views.usage, name="usage"),
     path("requests/<path:request_id>", views.request_detail, name="request-detail"),
 ]

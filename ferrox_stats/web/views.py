@@ -1,7 +1,7 @@
-"""The dashboard's pages: the fleet, this worker process, history, one request.
+"""The dashboard's pages: the fleet, this worker process, history, usage, one request.
 
-The fleet page and the per-process page need ``access.DASHBOARD``; history and one
-request's page read the archive (client addresses, key labels) and need
+The fleet page and the per-process page need ``access.DASHBOARD``; history, usage and
+one request's page read the archive (client addresses, key labels) and need
 ``access.ARCHIVE``, and so does the fleet page's recent-requests table (the archive's
 tail): without it the page says so in the table's place.
 
@@ -29,8 +29,8 @@ from .. import fleet as fleet_state
 from ..archive.queries import Cursor, KeysetPage
 from ..conf import conf
 from ..models import FinishedRequest
-from . import display, fleet, panels
-from .forms import NEWER, OLDER, HistoryForm
+from . import display, fleet, panels, usage_page
+from .forms import NEWER, OLDER, HistoryForm, UsageForm
 
 # The pages poll every POLL_INTERVAL_MS; the per-process page asks for POLL_LIMIT ring
 # rows (the API caps it at MAX_PAGE); both keep TABLE_ROWS rows and SERIES_POINTS
@@ -193,6 +193,23 @@ def history(request: HttpRequest) -> HttpResponse:
             "newest": form.page_query(),
             "paged": not page.top,
         },
+    )
+
+
+@requires(access.ARCHIVE)
+@require_safe
+def usage(request: HttpRequest) -> HttpResponse:
+    """Usage, cost and latency over 24 hours, 7 or 30 days, from the rollups."""
+    form = UsageForm(request.GET)
+    if not form.is_valid():
+        return render(request, "ferrox_stats/usage.html", {"form": form}, status=400)
+    range_name = form.cleaned_data["range"] or usage_page.DEFAULT_RANGE
+    # The range ends at the recorder's clock, like the usage API's default "until".
+    page = usage_page.build(range_name, form.filters(), live.get_recorder().clock.wall_ms())
+    return render(
+        request,
+        "ferrox_stats/usage.html",
+        {"form": form, "page": page, "rollups_kept": conf.ROLLUPS, "currency": conf.CURRENCY},
     )
 
 

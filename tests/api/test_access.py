@@ -81,6 +81,7 @@ ACCESS: dict[str, Access] = {
     "ferrox_stats:web:dashboard": Access(PAGE, None, LIVE),
     "ferrox_stats:web:process": Access(PAGE, None, LIVE),
     "ferrox_stats:web:history": Access(PAGE, None, ARCHIVE),
+    "ferrox_stats:web:usage": Access(PAGE, None, ARCHIVE),
     "ferrox_stats:web:request-detail": Access(PAGE, None, ARCHIVE),
 }
 

@@ -18,12 +18,14 @@ from tests.factories import archive, make_record
 from tests.web.conftest import DASHBOARD, HISTORY, PREFIX, PROCESS, ROOT
 
 DETAIL = f"{PREFIX}/dashboard/requests/chatcmpl-1"
-PAGES = [DASHBOARD, PROCESS, HISTORY, DETAIL]
+USAGE = f"{PREFIX}/dashboard/usage/"
+PAGES = [DASHBOARD, PROCESS, HISTORY, USAGE, DETAIL]
 # What each page needs: the archive's pages show client addresses and key labels.
 NEEDS = {
     DASHBOARD: access.DASHBOARD,
     PROCESS: access.DASHBOARD,
     HISTORY: access.ARCHIVE,
+    USAGE: access.ARCHIVE,
     DETAIL: access.ARCHIVE,
 }
 
@@ -103,6 +105,7 @@ def test_the_pages_only_answer_reads(staff_client: Client, url: str) -> None:
         ("ferrox_stats:web:dashboard", [], "/control/telemetry/dashboard/"),
         ("ferrox_stats:web:process", [], "/control/telemetry/dashboard/process/"),
         ("ferrox_stats:web:history", [], "/control/telemetry/dashboard/history/"),
+        ("ferrox_stats:web:usage", [], "/control/telemetry/dashboard/usage/"),
         (
             "ferrox_stats:web:request-detail",
             ["chatcmpl-1"],
@@ -125,6 +128,7 @@ def test_every_link_and_asset_resolves_under_the_prefix(
         "/control/telemetry/dashboard/",
         "/control/telemetry/dashboard/process/",
         "/control/telemetry/dashboard/history/",
+        "/control/telemetry/dashboard/usage/",
         "/control/telemetry/v1/docs",
         "/admin/",
         "/static/ferrox_stats/dashboard.css",
