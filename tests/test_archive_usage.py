@@ -271,3 +271,32 @@ def test_an_answer_larger_than_its_cap_is_refused() -> None:
     with pytest.raises(TooManyRows, match="more than 10 rows"):
         usage(START, START + DAY, bucket="hour", max_rows=10)  # 24 buckets
     assert len(usage(START, START + HOUR, group_by=["model"], max_rows=3).rows) == 3
+
+
+def test_abort_reasons_summed_by_the_database_equal_those_summed_in_python() -> None:
+    from django.db import connection
+    from django.db.models.expressions import RawSQL
+
+    from ferrox_stats.archive import usage as module
+
+    reasons = ("timeout", "client_disconnect", "explicit")
+    archive(
+        *(
+            make_record(at_ms=at(n * 11 * MINUTE), aborted=reasons[n % 3], via_api_key=f"k{n % 2}")
+            for n in range(30)
+        )
+    )
+    epoch = module._epoch_sql(connection.vendor)
+    assert epoch is not None  # PostgreSQL or SQLite: the database sums them
+    texts = (
+        Rollup.objects.filter(span_s=3600, outcome="aborted")
+        .exclude(aborts="")
+        .annotate(at_s=RawSQL(epoch, ()))
+        .values_list("at_s", "via_api_key", "aborts")
+    )
+    by_database = sorted(module._abort_sums(texts, ["at_s", "via_api_key"], connection.vendor))
+    summed: dict[tuple[object, ...], int] = {}
+    for *key, count in module._abort_sums_in_python(texts, 1):
+        summed[tuple(key)] = summed.get(tuple(key), 0) + count
+    assert by_database == sorted((*key, count) for key, count in summed.items())
+    assert sum(count for *_, count in by_database) == 30

@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
-from django.db.models import BigIntegerField, Sum
+from django.db.models import BigIntegerField, Q, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
@@ -164,6 +164,41 @@ def _epoch_sql(vendor: str) -> str | None:
     return None
 
 
+def _abort_sums(texts: Any, names: list[str], vendor: str) -> Iterable[tuple[Any, ...]]:
+    """``(bucket, *group, reason, count)`` summed over the ``texts`` rows ``(bucket,
+    *group, aborts)`` (their columns ``names``): by the database's JSON functions on
+    PostgreSQL and SQLite (a few rows per bucket come back, not one per aborted rollup
+    row), elsewhere in Python."""
+    if vendor == "postgresql":
+        each, value = "jsonb_each_text(t.aborts::jsonb)", "CAST(j.value AS bigint)"
+    elif vendor == "sqlite":
+        each, value = "json_each(t.aborts)", "CAST(j.value AS INTEGER)"
+    else:
+        return _abort_sums_in_python(texts, len(names) - 1)
+    sql, params = texts.query.sql_with_params()
+    kept = ", ".join(f't."{name}"' for name in names)
+    statement = (
+        f"SELECT {kept}, j.key, SUM({value}) FROM ({sql}) AS t "
+        f"CROSS JOIN {each} AS j GROUP BY {kept}, j.key"
+    )
+    with connections[texts.db].cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall()  # type: ignore[no-any-return]
+
+
+def _abort_sums_in_python(texts: Any, n: int) -> Iterable[tuple[Any, ...]]:
+    read: dict[str, list[tuple[str, int]]] = {}
+    for values in texts:
+        text = values[-1]
+        counts = read.get(text)
+        if counts is None:
+            stored = Tally()
+            stored.merge_texts(text, "", "", "")
+            counts = read[text] = list(stored.aborts.items())
+        for reason, count in counts:
+            yield (*values[: 1 + n], reason, count)
+
+
 def _fetch(queryset: Any, *, raw: bool) -> Iterable[tuple[Any, ...]]:
     """The queryset's rows as tuples: ``raw``, straight from the cursor, without
     Django's per-value converters (half the time of a large answer; the columns are
@@ -214,8 +249,9 @@ def usage(
     answer would hold more than ``max_rows`` rows. Rows are ordered by bucket, then
     group. ``per_bucket=False`` sums each group over the whole range instead (one row
     per group, its ``bucket`` the range's start). ``latency`` names the distributions
-    to merge (any of ``TIMES``; the others stay empty): they cost most, a row's
-    bucket counts each (docs/benchmarks.md, "Usage API")."""
+    to merge (any of ``TIMES``; the others stay empty): they cost most, since every
+    bucket count of every rollup row in the range is merged in Python
+    (docs/benchmarks.md, "Usage API")."""
     from ..models import Rollup
 
     if bucket not in BUCKETS:
@@ -268,55 +304,52 @@ def usage(
             row = cells[key] = UsageRow(moment, dict(zip(grouped, group, strict=True)))
         return row
 
-    # 1. The counters, summed by the database per rollup bucket, group, model and
-    # outcome (the model prices the tokens, the outcome counts errors and aborts), and
-    # per replica where its hours are costed.
-    keys = [at, *columns, "model", "outcome", *(["replica"] if replica_costed else [])]
-    model_at, outcome_at, replica_at = 1 + n, 2 + n, len(keys) - 1
+    # 1. The counters, summed by the database per rollup bucket and group, errors and
+    # aborts by the outcome, per model where tokens are priced (a model's price prices
+    # them), per replica where its hours are costed.
+    by_model, by_replica = prices.prices_tokens, replica_costed
+    keys = [at, *columns, *(["model"] if by_model else []), *(["replica"] if by_replica else [])]
+    model_at, replica_at = 1 + n, len(keys) - 1
     # Each (replica, rollup bucket) is costed once, however many groups it holds.
     replica_buckets: set[tuple[Any, int]] = set()
     share = 1.0 if width >= 3600 else width / 3600
     sums = {f"sum_{name}": Cast(Sum(name), BigIntegerField()) for name in _SUMMED}
+    for outcome in ("error", "aborted"):
+        total = Sum("requests", filter=Q(outcome=outcome), default=0)
+        sums[f"sum_{outcome}"] = Cast(total, BigIntegerField())
     summed = rows.order_by().values_list(*keys).annotate(**sums)
     for values in _fetch(summed, raw=epoch is not None):
         at_s = seconds(values[0])
         row = cell(at_s, values[1 : 1 + n])
-        requests, prompt, completion, cached, out_of_range = values[len(keys) :]
+        requests, prompt, completion, cached, out_of_range, errors, aborted = values[len(keys) :]
         tally = row.tally
         tally.requests += requests
         tally.prompt_tokens += prompt
         tally.completion_tokens += completion
         tally.cached_tokens += cached
         tally.out_of_range += out_of_range
-        outcome = values[outcome_at]
-        if outcome == "error":
-            row.errors += requests
-        elif outcome == "aborted":
-            row.aborted += requests
-        cost = prices.token_cost(values[model_at], at_s * 1000, prompt, completion, cached)
+        row.errors += errors
+        row.aborted += aborted
+        model = values[model_at] if by_model else None
+        cost = prices.token_cost(model, at_s * 1000, prompt, completion, cached)
         if cost is None:
             row.unpriced_requests += requests
         else:
             row.cost = cost if row.cost is None else row.cost + cost
-        if replica_costed and (values[replica_at], at_s) not in replica_buckets:
+        if by_replica and (values[replica_at], at_s) not in replica_buckets:
             replica_buckets.add((values[replica_at], at_s))
             hourly = prices.hourly(values[replica_at], (at_s - at_s % 3600) * 1000)
             if hourly is not None:
                 row.replica_cost = _plus(row.replica_cost, hourly * share)
-    # 2. Abort reasons, from the rows that have any (only aborted ones do): each
-    # distinct text parsed once.
-    read: dict[str, list[tuple[str, int]]] = {}
+    # 2. Abort reasons, from the rows that have any (only aborted ones do): summed by
+    # the database out of their JSON where it can, else each distinct text parsed once.
     reasons = rows.filter(outcome="aborted").exclude(aborts="").order_by()
-    for values in _fetch(reasons.values_list(at, *columns, "aborts"), raw=epoch is not None):
-        text = values[-1]
-        counts = read.get(text)
-        if counts is None:
-            stored = Tally()
-            stored.merge_texts(text, "", "", "")
-            counts = read[text] = list(stored.aborts.items())
+    texts = reasons.values_list(at, *columns, "aborts")
+    vendor = connections[rows.db].vendor if epoch is not None else ""
+    for values in _abort_sums(texts, [at, *columns], vendor):
         aborts = cell(seconds(values[0]), values[1 : 1 + n]).tally.aborts
-        for reason, count in counts:
-            aborts[reason] = aborts.get(reason, 0) + count
+        reason, count = values[-2], values[-1]
+        aborts[reason] = aborts.get(reason, 0) + count
     # 3. The latency distributions asked for, merged row by row (what costs most).
     if distributions:
         texts = rows.order_by().values_list(at, *columns, *distributions)
