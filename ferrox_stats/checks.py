@@ -223,6 +223,8 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
     for name, meaning in (
         ("GAUGE_MAX_AGE_S", "keeps the last report forever"),
         ("RETENTION_DAYS", "keeps the archive forever"),
+        ("ROLLUP_MINUTE_DAYS", "keeps the minute rollups forever"),
+        ("ROLLUP_HOUR_DAYS", "keeps the hour rollups forever"),
         ("HEARTBEAT_S", "publishes no heartbeat"),
     ):
         value = values[name]

@@ -75,6 +75,11 @@ DEFAULTS: dict[str, Any] = {
     "USAGE_MAX_ROWS": 10_000,
     # Days finished requests are kept; None keeps them forever.
     "RETENTION_DAYS": 30,
+    # Days the usage rollups are kept (ferrox_stats_prune), minute and hour buckets
+    # apart: minute rows are 60x as many; hour rows outlive the archive's rows by
+    # default (they are what is left of pruned requests). None keeps them forever.
+    "ROLLUP_MINUTE_DAYS": 7,
+    "ROLLUP_HOUR_DAYS": None,
     # Rows one prune statement deletes at most.
     "PRUNE_BATCH_SIZE": 5000,
     # API endpoints anyone may read without credentials, by name: "requests",
@@ -226,6 +231,16 @@ class Settings:
     @property
     def INSTANCE_KEEP_S(self) -> float:
         return float(self._get("INSTANCE_KEEP_S"))
+
+    @property
+    def ROLLUP_MINUTE_DAYS(self) -> float | None:
+        value = self._get("ROLLUP_MINUTE_DAYS")
+        return None if value is None else float(value)
+
+    @property
+    def ROLLUP_HOUR_DAYS(self) -> float | None:
+        value = self._get("ROLLUP_HOUR_DAYS")
+        return None if value is None else float(value)
 
     @property
     def RETENTION_DAYS(self) -> float | None:

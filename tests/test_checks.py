@@ -355,3 +355,12 @@ def test_warnings_alone_do_not_stop_a_server(settings: Any) -> None:
     settings.FERROX_STATS = {"RING_CAPACTY": 8, "THROTTLE_RATES": {"other": "1/s"}}
     app = object()
     assert wsgi.wrap(app) is app
+
+
+@pytest.mark.parametrize("name", ["ROLLUP_MINUTE_DAYS", "ROLLUP_HOUR_DAYS"])
+@pytest.mark.parametrize("value", [0, -1, "7", True])
+def test_e005_rollup_retention_is_a_positive_number_or_none(
+    settings: Any, name: str, value: Any
+) -> None:
+    assert ids(settings, {name: value}) == ["ferrox_stats.E005"]
+    assert ids(settings, {name: None}) == ids(settings, {name: 0.5}) == []

@@ -25,7 +25,7 @@ from ferrox_stats.archive.retention import (
     prune,
 )
 from ferrox_stats.archive.rows import datetime_to_at_ms
-from ferrox_stats.models import DeadLetter, FinishedRequest
+from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup
 from tests.factories import archive, make_record
 
 CUTOFF = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
@@ -485,3 +485,67 @@ def test_older_than_prunes_even_when_retention_is_off(settings: Any, frozen_now:
     archive_at(CUTOFF - MS)
     assert prune_command("--older-than", "30d").startswith("Deleted 1 finished request ")
     assert archived() == []
+
+
+# -- the usage rollups ---------------------------------------------------------------
+
+
+def rollups_at(*moments: datetime) -> None:
+    """Archive one record at each moment with the rollups on: a minute and an hour row each."""
+    from ferrox_stats.archive.batch import write_batch
+    from ferrox_stats.archive.rows import Pending
+
+    records = [make_record(at_ms=datetime_to_at_ms(moment)) for moment in moments]
+    write_batch([Pending(None, record, "inst") for record in records])
+
+
+def rollup_buckets(span: int) -> list[datetime]:
+    return sorted(Rollup.objects.filter(span_s=span).values_list("bucket", flat=True))
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("rollups_on")
+def test_prune_rollups_deletes_each_width_before_its_cutoff_oldest_first_in_batches() -> None:
+    from ferrox_stats.archive.retention import prune_rollups
+
+    cutoff = datetime(2026, 1, 10, tzinfo=UTC)
+    rollups_at(*(cutoff - timedelta(minutes=m + 1) for m in range(5)), cutoff, cutoff + MS)
+    assert len(rollup_buckets(60)) == 6  # cutoff and cutoff + 1 ms share a minute
+    dry = prune_rollups({60: cutoff}, batch_size=2, dry_run=True)
+    assert (dry.deleted, dry.batches, len(rollup_buckets(60))) == ({60: 5}, 3, 6)
+    result = prune_rollups({60: cutoff}, batch_size=2, max_batches=2)
+    assert (result.deleted, result.batches) == ({60: 4}, 2)
+    assert rollup_buckets(60)[0] == cutoff - timedelta(minutes=1)  # the oldest went first
+    assert prune_rollups({60: cutoff}, batch_size=2).deleted == {60: 1}
+    assert rollup_buckets(60) == [cutoff]  # the row at the cutoff stays
+    assert len(rollup_buckets(3600)) == 2  # hours: not asked
+    assert prune_rollups({3600: cutoff}, batch_size=10).deleted == {3600: 1}
+    assert rollup_buckets(3600) == [cutoff]
+    with pytest.raises(ValueError, match="aware"):
+        prune_rollups({60: cutoff.replace(tzinfo=None)}, batch_size=1)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("rollups_on")
+def test_the_command_prunes_minute_rollups_after_a_week_and_keeps_hours_by_default(
+    settings: Any, frozen_now: datetime
+) -> None:
+    week = NOW - timedelta(days=7)
+    rollups_at(week - timedelta(hours=2), week + timedelta(hours=1), NOW)
+    before_hours = rollup_buckets(3600)
+    output = prune_command("--older-than", "400d")
+    assert output.splitlines()[1:] == [
+        f"Deleted 1 minute rollup older than {week.replace(microsecond=0).isoformat()}."
+    ]
+    assert rollup_buckets(3600) == before_hours
+    assert len(rollup_buckets(60)) == 2
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "ROLLUP_HOUR_DAYS": 1}
+    output = prune_command("--older-than", "400d")
+    assert output.splitlines()[1:] == [
+        "Deleted 2 hour rollups older than "
+        f"{(NOW - timedelta(days=1)).replace(microsecond=0).isoformat()}."
+    ]
+    # Nothing older: a run says nothing of the rollups.
+    assert len(prune_command("--older-than", "400d").splitlines()) == 1
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "ROLLUP_MINUTE_DAYS": None}
+    assert len(prune_command("--older-than", "400d").splitlines()) == 1

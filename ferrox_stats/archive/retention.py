@@ -123,6 +123,51 @@ def prune(
     return PruneResult(cutoff, deleted[0], deleted[1], batches)
 
 
+@dataclass(frozen=True)
+class RollupPruneResult:
+    """The rollup rows a prune deleted (or would delete) per bucket width."""
+
+    cutoffs: dict[int, datetime]
+    deleted: dict[int, int]
+    batches: int
+    dry_run: bool = False
+
+
+def prune_rollups(
+    cutoffs: dict[int, datetime],
+    *,
+    batch_size: int,
+    dry_run: bool = False,
+    using: str = "default",
+    max_batches: int | None = None,
+) -> RollupPruneResult:
+    """Delete the usage rollups of each bucket width (``span_s`` -> cutoff: 60 for
+    minutes, 3600 for hours) whose bucket starts before its cutoff, oldest first, in
+    batches as ``prune`` does (and under its lock). What is pruned no usage answer can
+    give again (hour rollups outlive the archive's rows; a rebuild needs those rows)."""
+    from ..models import Rollup
+
+    if any(cutoff.tzinfo is None for cutoff in cutoffs.values()):
+        raise ValueError("cutoffs must be aware datetimes")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+    old = {
+        span: Rollup.objects.using(using).filter(span_s=span, bucket__lt=cutoff)
+        for span, cutoff in sorted(cutoffs.items())
+    }
+    if dry_run:
+        counts = {span: _count(qs, batch_size, max_batches, using) for span, qs in old.items()}
+        batches = sum(-(-n // batch_size) for n in counts.values())
+        return RollupPruneResult(dict(cutoffs), counts, batches, dry_run=True)
+    deleted: dict[int, int] = {}
+    batches = 0
+    with _advisory_lock(using):
+        for span, qs in old.items():
+            deleted[span], used = _delete_in_batches(qs, "bucket", batch_size, max_batches, using)
+            batches += used
+    return RollupPruneResult(dict(cutoffs), deleted, batches)
+
+
 def _delete_in_batches(
     old: Any, column: str, batch_size: int, max_batches: int | None, using: str
 ) -> tuple[int, int]:

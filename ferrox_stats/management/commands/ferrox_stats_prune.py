@@ -8,14 +8,21 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from ...archive.retention import PruneAlreadyRunning, cutoff_before, parse_age, prune
+from ...archive.retention import (
+    PruneAlreadyRunning,
+    cutoff_before,
+    parse_age,
+    prune,
+    prune_rollups,
+)
 from ...conf import conf
 
 
 class Command(BaseCommand):
     help = (
         "Delete archived finished requests and dead letters older than the retention "
-        "period, oldest first, in bounded batches. Safe while the archiver writes; one "
+        "period, oldest first, in bounded batches, and usage rollups older than theirs "
+        "(ROLLUP_MINUTE_DAYS, ROLLUP_HOUR_DAYS). Safe while the archiver writes; one "
         "prune runs at a time."
     )
 
@@ -49,13 +56,9 @@ class Command(BaseCommand):
             batch_size = conf.PRUNE_BATCH_SIZE
         if batch_size < 1:
             raise CommandError(f"--batch-size must be at least 1, got {batch_size}.")
+        using = options["database"] or conf.ARCHIVE_DATABASE
         try:
-            result = prune(
-                cutoff,
-                batch_size=batch_size,
-                dry_run=options["dry_run"],
-                using=options["database"] or conf.ARCHIVE_DATABASE,
-            )
+            result = prune(cutoff, batch_size=batch_size, dry_run=options["dry_run"], using=using)
         except PruneAlreadyRunning as exc:
             raise CommandError(f"Nothing pruned: {exc}.") from exc
         verb = "Would delete" if result.dry_run else "Deleted"
@@ -64,6 +67,21 @@ class Command(BaseCommand):
             f"{_count(result.dead_letters, 'dead letter')} older than "
             f"{result.cutoff.isoformat()} in {_count(result.batches, 'batch')}."
         )
+        cutoffs = _rollup_cutoffs()
+        if not cutoffs:
+            return
+        try:
+            rollups = prune_rollups(
+                cutoffs, batch_size=batch_size, dry_run=options["dry_run"], using=using
+            )
+        except PruneAlreadyRunning as exc:
+            raise CommandError(f"Rollups not pruned: {exc}.") from exc
+        for span, deleted in rollups.deleted.items():
+            if deleted:  # said only when there were some: most runs have none
+                self.stdout.write(
+                    f"{verb} {_count(deleted, _SPANS[span] + ' rollup')} older than "
+                    f"{rollups.cutoffs[span].isoformat()}."
+                )
 
     def _cutoff(self, older_than: str | None) -> datetime:
         if older_than is not None:
@@ -89,6 +107,22 @@ class Command(BaseCommand):
             return cutoff_before(timezone.now(), age)
         except ValueError as exc:
             raise CommandError(f"{source}: {exc}.") from exc
+
+
+_SPANS = {60: "minute", 3600: "hour"}
+
+
+def _rollup_cutoffs() -> dict[int, datetime]:
+    """Each rollup width's cutoff from its setting (none for a width kept forever)."""
+    now = timezone.now()
+    cutoffs = {}
+    for span, days in ((60, conf.ROLLUP_MINUTE_DAYS), (3600, conf.ROLLUP_HOUR_DAYS)):
+        if days is not None:
+            try:
+                cutoffs[span] = cutoff_before(now, timedelta(days=days))
+            except (OverflowError, ValueError):
+                continue  # beyond the calendar: nothing is that old
+    return cutoffs
 
 
 def _count(n: int, noun: str) -> str:
