@@ -24,12 +24,13 @@ from ..archive.export import parse_moment
 from ..archive.rows import at_ms_to_datetime
 from ..conf import conf
 from ..core.rollup import TIMES
+from ..ingest import describe_name
 from ..models import OUTCOMES
 from . import serializers
 from .base import FerroxView, documented
 from .params import clamped_limit, only_known
 from .throttling import FerroxScopedRateThrottle
-from .views import ERRORS, _FormatIsOurs
+from .views import ERRORS, FormatIsOurs
 
 DEFAULT_RANGE = timedelta(days=1)
 OUTCOME_VALUES = {value for value, _ in OUTCOMES}
@@ -101,33 +102,26 @@ def _filters(request: Request) -> dict[str, str | None]:
             continue
         if name == "outcome" and value not in OUTCOME_VALUES:
             raise ValidationError({"outcome": ["outcome must be 'ok', 'error' or 'aborted'."]})
+        if "\x00" in value:
+            # No label holds one (and PostgreSQL refuses NUL in a parameter).
+            raise ValidationError({name: [f"{name} must not contain NUL characters."]})
         filters[name] = value
     return filters
 
 
-def _group_by(request: Request) -> list[str]:
-    raw = request.query_params.get("group_by") or ""
+def _names(request: Request, parameter: str, allowed: tuple[str, ...] | list[str]) -> list[str]:
+    """A comma-separated list of ``allowed`` names, each once; a 400 naming the first
+    that is not one (echoed only when it is a plain identifier)."""
+    raw = request.query_params.get(parameter) or ""
     names = [name.strip() for name in raw.split(",") if name.strip()]
-    unknown = [name for name in names if name not in rollups.DIMENSIONS]
+    unknown = [name for name in names if name not in allowed]
     if unknown:
         raise ValidationError(
             {
-                "group_by": [
-                    f"Cannot group by {unknown[0][:40]!r}; group_by takes "
-                    f"{', '.join(rollups.DIMENSIONS)}."
+                parameter: [
+                    f"{parameter} takes {', '.join(allowed)}, not {describe_name(unknown[0])}."
                 ]
             }
-        )
-    return list(dict.fromkeys(names))
-
-
-def _latency(request: Request) -> list[str]:
-    raw = request.query_params.get("latency") or ""
-    names = [name.strip() for name in raw.split(",") if name.strip()]
-    unknown = [name for name in names if name not in TIMES]
-    if unknown:
-        raise ValidationError(
-            {"latency": [f"No distribution {unknown[0][:40]!r}; latency takes {', '.join(TIMES)}."]}
         )
     return list(dict.fromkeys(names))
 
@@ -137,7 +131,7 @@ def _answer(
 ) -> tuple[rollups.Usage, dict[str, str | None]]:
     since, until = _range(request)
     filters = _filters(request)
-    latency = _latency(request)
+    latency = _names(request, "latency", TIMES)
     try:
         answer = rollups.usage(
             since,
@@ -176,7 +170,7 @@ def _head(answer: rollups.Usage, filters: dict[str, str | None]) -> dict[str, An
 class UsageView(FerroxView):
     session_permissions = (access.ARCHIVE,)
     endpoint_name = "usage"
-    content_negotiation_class = _FormatIsOurs
+    content_negotiation_class = FormatIsOurs
     throttle_classes = [FerroxScopedRateThrottle]
     throttle_scope = "ferrox_stats_history"
 
@@ -222,7 +216,9 @@ class UsageView(FerroxView):
         bucket = request.query_params.get("bucket") or "hour"
         if bucket not in rollups.BUCKETS:
             raise ValidationError({"bucket": ["bucket must be 'minute', 'hour' or 'day'."]})
-        answer, filters = _answer(request, bucket, _group_by(request))
+        answer, filters = _answer(
+            request, bucket, _names(request, "group_by", list(rollups.DIMENSIONS))
+        )
         if fmt == "csv":
             response = HttpResponse(
                 "".join(rollups.csv_lines(answer)), content_type="text/csv; charset=utf-8"

@@ -265,7 +265,7 @@ class HistoryDetailView(FerroxView):
         return Response({"entries": _priced(entries)})
 
 
-class _FormatIsOurs(DefaultContentNegotiation):
+class FormatIsOurs(DefaultContentNegotiation):
     """Leaves ``?format=`` to the export (DRF would read it as a renderer choice)."""
 
     # Duck-typed: the one setting DefaultContentNegotiation reads.
@@ -275,7 +275,7 @@ class _FormatIsOurs(DefaultContentNegotiation):
 class HistoryExportView(FerroxView):
     session_permissions = (access.ARCHIVE,)
     endpoint_name = "history_export"
-    content_negotiation_class = _FormatIsOurs
+    content_negotiation_class = FormatIsOurs
     filter_backends = [DjangoFilterBackend]
     filterset_class = HistoryFilter
     queryset = FinishedRequest.objects.none()

@@ -141,6 +141,8 @@ def test_the_default_range_is_the_day_before_the_recorders_clock(read_client: To
         ("/v1/usage", {"outcome": "maybe"}, "outcome"),
         ("/v1/usage", {"format": "xml"}, "format"),
         ("/v1/usage", {"latency": "duration,queue"}, "latency"),
+        ("/v1/usage", {"model": "m\x00"}, "model"),
+        ("/v1/usage/top", {"by": "key", "key": "k\x00"}, "key"),
         ("/v1/usage", {"since": "yesterday"}, "since"),
         ("/v1/usage", {"since": BASE_AT_MS, "until": BASE_AT_MS}, "since"),
         ("/v1/usage", {"modle": "m1"}, "query"),
@@ -156,6 +158,13 @@ def test_bad_parameters_are_a_400_naming_them(
 ) -> None:
     body = get(read_client, path, status=400, **params)
     assert field in body["error"]["fields"], body
+
+
+def test_an_unknown_name_is_echoed_only_when_plain(read_client: TokenClient) -> None:
+    plain = get(read_client, "/v1/usage", status=400, group_by="colour")
+    assert "'colour'" in plain["error"]["fields"]["group_by"][0]
+    hostile = get(read_client, "/v1/usage", status=400, group_by="<script>")
+    assert "<script>" not in hostile["error"]["fields"]["group_by"][0]
 
 
 def test_an_empty_range_answers_no_rows_and_says_whether_rollups_are_kept(
