@@ -105,6 +105,8 @@ ANSWERS = {
     "ferrox_stats:docs": ("", 200, "text/html"),
     "ferrox_stats:ingest": ("", 200, "application/json"),
     "ferrox_stats:metrics": ("", 200, "text/plain; version=0.0.4"),
+    "ferrox_stats:usage": ("?group_by=model&format=csv", 200, "text/csv"),
+    "ferrox_stats:usage-top": ("?by=key", 200, "application/json"),
 }
 
 
