@@ -60,7 +60,10 @@ def test_reset_breaks_open_connections(proxy: FaultProxy) -> None:
         assert proxy.reset() == 2  # both ends of the one connection
         with pytest.raises(psycopg.OperationalError):
             answers(conn)
-        assert conn.closed
+        # And it stays broken. (Not ``conn.closed``: whether libpq marks the connection
+        # bad depends on which side of the reset its read or write fell, a race under load.)
+        with pytest.raises(psycopg.OperationalError):
+            answers(conn)
     with connect(proxy) as again:
         assert answers(again)
 
