@@ -126,16 +126,18 @@ class FinishedRequest(models.Model):
         constraints = [
             # A replayed record is never stored twice; keys are namespaced by what the
             # server knows (the token's replica, or its own processes), never only by
-            # what a producer claims.
+            # what a producer claims. Each key holds ``finished_at``, which a replay of
+            # a record repeats: PostgreSQL requires it of a key on the partitioned
+            # archive (migration 0013), and SQLite keeps the same meaning.
             models.UniqueConstraint(
-                fields=["replica", "request_id", "ingested"],
-                name="ferrox_stats_fr_ns_request_uniq",
+                fields=["replica", "request_id", "ingested", "finished_at"],
+                name="ferrox_stats_fr_ns_request_at_uniq",
             ),
             # ... nor is one re-sent after a commit whose acknowledgement was lost.
             # ``instance`` leads: the SQLite writer looks rows up by it.
             models.UniqueConstraint(
-                fields=["instance", "seq", "replica", "ingested"],
-                name="ferrox_stats_fr_ns_instance_seq_uniq",
+                fields=["instance", "seq", "replica", "ingested", "finished_at"],
+                name="ferrox_stats_fr_ns_seq_at_uniq",
             ),
             models.CheckConstraint(
                 condition=Q(status__isnull=True) | Q(status__gte=100, status__lte=599),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -14,7 +16,7 @@ from ferrox_stats import tokens
 from ferrox_stats.archive.batch import write_batch
 from ferrox_stats.archive.rows import Pending
 from ferrox_stats.models import FinishedRequest
-from tests.factories import make_record
+from tests.factories import BASE_AT_MS, archive, make_record
 
 
 @pytest.mark.django_db
@@ -39,7 +41,8 @@ def test_0007_puts_rows_archived_before_it_in_the_ingest_namespace() -> None:
     executor.migrate(executor.loader.graph.leaf_nodes())
 
     assert list(FinishedRequest.objects.values_list("ingested", flat=True)) == [True]
-    old = make_record(request_id="eng-1", replica="gpu-1")
+    # (Its finish time too: since 0013 a record is known by its id and when it finished.)
+    old = make_record(request_id="eng-1", replica="gpu-1", at_ms=BASE_AT_MS)
     # A producer's replay of it is still a duplicate; the server's own keys are apart.
     produced = Pending(3, old, "p", ingested=True)
     assert write_batch([produced]).outcomes == ["duplicate"]
@@ -161,3 +164,53 @@ def test_0011_swaps_each_filter_index_for_a_keyset_one_and_back() -> None:
     for filters in ({"status": 429}, {"outcome": "error"}, {"finish_reason": "length"}):
         page = FinishedRequest.objects.matching(filters).newest_first(None, 10)
         assert [e["request_id"] for e in page.entries] == ["old-1"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0013_keeps_the_archive_as_it_was_in_one_partition_and_0012_gets_it_back() -> None:
+    from ferrox_stats.archive import partitions
+
+    def stored() -> list[tuple[Any, ...]]:
+        return list(
+            FinishedRequest.objects.order_by("id").values_list(
+                "id", "commit_seq", "request_id", "finished_at"
+            )
+        )
+
+    MigrationExecutor(connection).migrate([("ferrox_stats", "0012_usage_rollups")])
+    with connection.cursor() as cursor:
+        for n, day in enumerate(("2026-01-01", "2026-02-01")):
+            cursor.execute(
+                "INSERT INTO ferrox_stats_finishedrequest (request_id, finished_at, replica, "
+                "instance, seq, outcome) VALUES (%s, %s, 'gpu-1', 'p', %s, 'ok')",
+                [f"old-{n}", f"{day}T00:00:00Z", n],
+            )
+    before = stored()
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    assert stored() == before
+    if connection.vendor == "postgresql":
+        assert partitions.is_partitioned()
+        [legacy] = [p for p in partitions.partitions() if p.name.endswith("_legacy")]
+        # Everything up to tomorrow stays in the old table, attached whole.
+        assert legacy.lower is None and legacy.upper is not None
+        assert legacy.upper > datetime.now(UTC)
+    # The ids (and the commit order) go on after the old rows'.
+    archive([make_record(request_id="new")])
+    [(new_id, new_commit, *_)] = [row for row in stored() if row[2] == "new"]
+    assert new_id > before[-1][0]
+    if connection.vendor == "postgresql":
+        assert new_commit > before[-1][1]
+    # A replay of an old record is still a duplicate.
+    replay = make_record(request_id="old-0", replica="gpu-1", at_ms=BASE_AT_MS)
+    assert write_batch([Pending(0, replay, "p", ingested=True)]).outcomes == ["duplicate"]
+
+    after = stored()
+    executor = MigrationExecutor(connection)
+    executor.migrate([("ferrox_stats", "0012_usage_rollups")])
+    assert stored() == after
+    assert not partitions.is_partitioned()
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert stored() == after

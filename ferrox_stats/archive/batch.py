@@ -30,8 +30,16 @@ from django.db import DataError, IntegrityError, connections, transaction
 from ..conf import conf
 from ..core.requests import encodable
 from .columns import PlainBatch, plain_rows
+from .partitions import keep_ahead
 from .rollups import add as add_rollups
-from .rows import COLUMNS, Pending, dead_letter_payload, invalid_reason, row_values
+from .rows import (
+    COLUMNS,
+    Pending,
+    datetime_to_at_ms,
+    dead_letter_payload,
+    invalid_reason,
+    row_values,
+)
 
 # Errors that belong to a row, not to the connection: the row is dead-lettered.
 ROW_ERRORS = (DataError, IntegrityError)
@@ -63,23 +71,29 @@ class BatchResult:
 
 def keys(item: Pending) -> list[Hashable]:
     """The unique keys a row is known by: its request_id and its (instance, seq), each
-    within its namespace (``replica`` and whether a producer reported it)."""
+    within its namespace (``replica`` and whether a producer reported it) and with the
+    moment it finished, as the table's keys hold it (migration 0013)."""
+    record = item.record
     return _keys(
-        item.ingested, item.record.replica, item.record.request_id, item.instance, item.seq
+        item.ingested, record.replica, record.request_id, item.instance, item.seq, record.at_ms
     )
 
 
-def _keys(ingested: bool, replica: Any, request_id: Any, instance: Any, seq: Any) -> list[Hashable]:
+def _keys(
+    ingested: bool, replica: Any, request_id: Any, instance: Any, seq: Any, at_ms: Any
+) -> list[Hashable]:
     found: list[Hashable] = []
     if request_id is not None:
-        found.append(("request", ingested, replica, request_id))
+        found.append(("request", ingested, replica, request_id, at_ms))
     if instance is not None and seq is not None:
-        found.append(("seq", ingested, replica, instance, seq))
+        found.append(("seq", ingested, replica, instance, seq, at_ms))
     return found
 
 
 def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult:
     """Write ``items`` in one transaction; raise if the batch could not commit at all."""
+    # On a partitioned archive, today's partitions first (once a day; never raises).
+    keep_ahead(using)
     with transaction.atomic(using=using):
         try:
             inserted = _insert_plain(items, using)
@@ -326,15 +340,17 @@ def _staged_insert(cursor: Any, items: Sequence[Pending]) -> list[bool]:
     # archived. RETURNING names the rows that went in; the rest were duplicates.
     cursor.execute(
         f"INSERT INTO {TABLE} ({_COLUMN_LIST}) SELECT {_COLUMN_LIST} FROM {STAGING} "
-        "ON CONFLICT DO NOTHING RETURNING ingested, replica, request_id, instance, seq"
+        "ON CONFLICT DO NOTHING RETURNING ingested, replica, request_id, instance, seq, "
+        "finished_at"
     )
     returned = cursor.fetchall()
     cursor.execute(f"TRUNCATE {STAGING}")
     if len(returned) == len(items):
         return [True] * len(items)
     went_in: set[Hashable] = set()
-    for row in returned:
-        went_in.update(_keys(*row))
+    for ingested, replica, request_id, instance, seq, finished_at in returned:
+        at_ms = datetime_to_at_ms(finished_at)
+        went_in.update(_keys(ingested, replica, request_id, instance, seq, at_ms))
     # Items are unique by key here (write_batch removed in-batch duplicates), and a
     # row with no key can never conflict, so it always went in.
     return [not keys(item) or keys(item)[0] in went_in for item in items]
@@ -349,19 +365,21 @@ def _bulk_insert(items: Sequence[Pending], using: str) -> list[bool]:
     archived: set[Hashable] = set()
     if request_ids:
         archived.update(
-            ("request", ingested, replica, request_id)
-            for ingested, replica, request_id in manager.filter(request_id__in=request_ids)
-            .values_list("ingested", "replica", "request_id")
+            ("request", ingested, replica, request_id, datetime_to_at_ms(finished_at))
+            for ingested, replica, request_id, finished_at in manager.filter(
+                request_id__in=request_ids
+            )
+            .values_list("ingested", "replica", "request_id", "finished_at")
             .iterator()
         )
     if instances:
         seqs = {i.seq for i in items if i.instance is not None and i.seq is not None}
         archived.update(
-            ("seq", ingested, replica, instance, seq)
-            for ingested, replica, instance, seq in manager.filter(
+            ("seq", ingested, replica, instance, seq, datetime_to_at_ms(finished_at))
+            for ingested, replica, instance, seq, finished_at in manager.filter(
                 instance__in=instances, seq__in=seqs
             )
-            .values_list("ingested", "replica", "instance", "seq")
+            .values_list("ingested", "replica", "instance", "seq", "finished_at")
             .iterator()
         )
     fresh = [not any(key in archived for key in keys(item)) for item in items]

@@ -1,5 +1,11 @@
 """Pruning archive rows past retention: bounded batches, out of band, one run at a time.
 
+On a partitioned archive (PostgreSQL, migration 0013) a day partition whose whole day
+is before the cutoff is dropped instead, in well under a second whatever it holds;
+one that reaches past the cutoff is kept whole until its day has passed (so rows live
+up to a day longer than the age). Only rows no day partition holds (the DEFAULT and
+``_legacy`` partitions) are deleted row by row.
+
 Each batch deletes at most ``batch_size`` of the oldest rows before the cutoff, chosen
 by id through a LIMITed subquery, in its own short transaction, so the archiver's
 inserts never wait long behind a prune. On PostgreSQL every batch runs under
@@ -19,6 +25,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DatabaseError, OperationalError, connections, transaction
+from django.db.models import Q
+
+from .partitions import Partition, drop, partitions
 
 # Milliseconds one prune statement may run / wait for a lock before it fails; a batch
 # that fails is rolled back whole and the rows it held stay for the next run.
@@ -55,6 +64,12 @@ class PruneResult:
     dead_letters: int
     batches: int
     dry_run: bool = False
+    # Partitions dropped whole (finished requests they held are not in
+    # ``finished_requests``: ``partition_rows`` estimates them, None if unknown).
+    partitions: tuple[str, ...] = ()
+    partition_rows: int | None = 0
+    # Partitions past the cutoff whose lock was not had: a later run drops them.
+    partitions_busy: tuple[str, ...] = ()
 
 
 def parse_age(text: str) -> timedelta:
@@ -104,23 +119,73 @@ def prune(
     if max_batches is not None and max_batches < 1:
         raise ValueError(f"max_batches must be >= 1 or None, got {max_batches!r}")
 
-    old_requests = FinishedRequest.objects.using(using).filter(finished_at__lt=cutoff)
     old_letters = DeadLetter.objects.using(using).filter(created_at__lt=cutoff)
-    tables = [(old_requests, "finished_at"), (old_letters, "created_at")]
 
     if dry_run:
-        counts = [_count(qs, batch_size, max_batches, using) for qs, _ in tables]
+        due, kept = _due_partitions(cutoff, using)
+        rows_cutoff = min([cutoff, *kept])
+        old_requests = FinishedRequest.objects.using(using).filter(finished_at__lt=rows_cutoff)
+        for p in due:  # its rows go with it, not one by one
+            old_requests = old_requests.exclude(_within(p))
+        tables = [old_requests, old_letters]
+        counts = [_count(qs, batch_size, max_batches, using) for qs in tables]
         batches = sum(-(-n // batch_size) for n in counts)  # ceiling division
-        return PruneResult(cutoff, counts[0], counts[1], batches, dry_run=True)
+        return PruneResult(cutoff, counts[0], counts[1], batches, True, *_dropped(due, []))
 
     with _advisory_lock(using):
+        due, kept = _due_partitions(cutoff, using)
+        busy = [p for p in due if not _drop_partition(p, using)]
+        # Rows of a partition not dropped stay with it: never deleted row by row.
+        rows_cutoff = min([cutoff, *kept, *(p.lower for p in busy if p.lower is not None)])
+        old_requests = FinishedRequest.objects.using(using).filter(finished_at__lt=rows_cutoff)
         deleted: list[int] = []
         batches = 0
-        for qs, column in tables:
+        for qs, column in [(old_requests, "finished_at"), (old_letters, "created_at")]:
             total, used = _delete_in_batches(qs, column, batch_size, max_batches, using)
             deleted.append(total)
             batches += used
-    return PruneResult(cutoff, deleted[0], deleted[1], batches)
+    return PruneResult(cutoff, deleted[0], deleted[1], batches, False, *_dropped(due, busy))
+
+
+def _due_partitions(cutoff: datetime, using: str) -> tuple[list[Partition], list[datetime]]:
+    """The partitions wholly before ``cutoff``, and where each day partition that
+    reaches past it begins (its rows are kept whole until its day has passed)."""
+    every = partitions(using)
+    due = [p for p in every if not p.default and p.upper is not None and p.upper <= cutoff]
+    kept = [
+        p.lower
+        for p in every
+        if p.daily and p.lower is not None and p.lower < cutoff and p not in due
+    ]
+    return due, kept
+
+
+def _within(partition: Partition) -> Q:
+    q = Q(finished_at__lt=partition.upper)
+    return q if partition.lower is None else q & Q(finished_at__gte=partition.lower)
+
+
+def _dropped(
+    due: list[Partition], busy: list[Partition]
+) -> tuple[tuple[str, ...], int | None, tuple[str, ...]]:
+    gone = [p for p in due if p not in busy]
+    estimates = [p.rows_estimate for p in gone]
+    rows = None if None in estimates else sum(e for e in estimates if e is not None)
+    return tuple(p.name for p in gone), rows, tuple(p.name for p in busy)
+
+
+def _drop_partition(partition: Partition, using: str) -> bool:
+    """Drop ``partition``; False if its lock was not had in ``LOCK_ATTEMPTS`` tries."""
+    for attempt in range(1, LOCK_ATTEMPTS + 1):
+        try:
+            drop(partition, using)
+            return True
+        except OperationalError as exc:
+            if not _lost_a_lock_race(exc):
+                raise
+        if attempt < LOCK_ATTEMPTS:
+            _sleep(LOCK_BACKOFF_S * 2 ** (attempt - 1))
+    return False
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,19 @@ class Command(BaseCommand):
             f"{_count(result.dead_letters, 'dead letter')} older than "
             f"{result.cutoff.isoformat()} in {_count(result.batches, 'batch')}."
         )
+        if result.partitions:
+            rows = result.partition_rows
+            about = "" if rows is None else f", about {_count(rows, 'finished request')}"
+            self.stdout.write(
+                f"{'Would drop' if result.dry_run else 'Dropped'} "
+                f"{_count(len(result.partitions), 'partition')} wholly older than the "
+                f"cutoff{about}: {', '.join(result.partitions)}."
+            )
+        if result.partitions_busy:
+            self.stderr.write(
+                f"Not dropped (its lock was busy; the next prune tries again): "
+                f"{', '.join(result.partitions_busy)}."
+            )
         cutoffs = _rollup_cutoffs()
         if not cutoffs:
             return
