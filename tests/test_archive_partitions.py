@@ -251,7 +251,9 @@ def test_the_prune_command_says_which_partitions_it_dropped(
     partitions.make_days(days(-2, -1))
     archive([at(MIDNIGHT - 20 * HOUR), at(MIDNIGHT - 30 * HOUR)])
     _analyse()
-    monkeypatch.setattr(retention, "cutoff_before", lambda now, age: MIDNIGHT)
+    from django.utils import timezone
+
+    monkeypatch.setattr(timezone, "now", lambda: MIDNIGHT + timedelta(days=1))
     out = StringIO()
     call_command("ferrox_stats_prune", "--older-than", "1d", stdout=out)
     assert out.getvalue().splitlines()[1] == (
@@ -331,3 +333,23 @@ def test_the_partitions_command_refuses_bad_input_and_an_unpartitioned_archive()
     if connection.vendor != "postgresql":
         with pytest.raises(CommandError, match="The archive is not partitioned"):
             call_command("ferrox_stats_partitions")
+
+
+@postgresql_only
+@pytest.mark.django_db
+def test_a_partition_detached_by_an_interrupted_prune_is_dropped_by_the_next() -> None:
+    partitions.make_days(days(-1))
+    archive([at(MIDNIGHT - HOUR, request_id="out")])
+    [day] = [p for p in partitions.partitions() if p.name.endswith("20260309")]
+    partitions.detach(day)  # ... and the prune stopped before it dropped the table
+    assert homes() == {}  # out of the archive already
+    assert partitions.detached() == [day.name]
+    result = prune(MIDNIGHT - timedelta(days=30), batch_size=10)
+    assert result.partitions == (day.name,)
+    assert partitions.detached() == []
+
+
+@postgresql_only
+def test_drop_detached_drops_only_the_archives_own_tables() -> None:
+    with pytest.raises(ValueError, match="auth_user is not one of the archive's partitions"):
+        partitions.drop_detached("auth_user")

@@ -184,12 +184,48 @@ def _why_not(exc: DatabaseError) -> str | None:
 
 
 def drop(partition: Partition, using: str = "default") -> None:
-    """Drop one partition and its rows (under ``lock_timeout``)."""
+    """Drop one partition and its rows: ``detach`` it, then ``drop_detached``."""
+    detach(partition, using)
+    drop_detached(partition.name, using)
+
+
+def detach(partition: Partition, using: str = "default") -> None:
+    """Take ``partition`` out of the archive: its rows are gone from every read.
+
+    A catalog change, committed at once under ``lock_timeout``: the archive's lock is
+    held for milliseconds, whatever the partition holds. Dropping it in the same
+    transaction would hold that lock while the database removes the partition's files
+    (seconds for 10M rows on some disks: docs/benchmarks.md, "Partition retention").
+    """
     if partition.default:
         raise ValueError("the default partition is never dropped")
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         cursor.execute(f"SET LOCAL lock_timeout = {int(LOCK_TIMEOUT_MS)}")
-        cursor.execute(f"DROP TABLE {partition.name}")
+        cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {partition.name}")
+
+
+def drop_detached(name: str, using: str = "default") -> None:
+    """Drop a day table ``detach`` took out of the archive (no lock of the archive's)."""
+    if not re.fullmatch(f"{DAY_PREFIX}[0-9]{{8}}", name) and name != f"{PARENT}_legacy":
+        raise ValueError(f"{name} is not one of the archive's partitions")
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = {int(LOCK_TIMEOUT_MS)}")
+        cursor.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def detached(using: str = "default") -> list[str]:
+    """Tables a prune detached but did not drop (it was stopped in between), by name."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_class c WHERE c.relkind = 'r' AND NOT c.relispartition "
+            "AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass(%s)) "
+            "AND (c.relname ~ %s OR c.relname = %s) ORDER BY c.relname",
+            [PARENT, f"^{DAY_PREFIX}[0-9]{{8}}$", f"{PARENT}_legacy"],
+        )
+        return [name for (name,) in cursor.fetchall()]
 
 
 def wholly_before(cutoff: datetime, using: str = "default") -> list[Partition]:

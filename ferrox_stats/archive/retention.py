@@ -1,7 +1,8 @@
 """Pruning archive rows past retention: bounded batches, out of band, one run at a time.
 
 On a partitioned archive (PostgreSQL, migration 0013) a day partition whose whole day
-is before the cutoff is dropped instead, in well under a second whatever it holds;
+is before the cutoff is detached instead (its rows leave the archive in one catalog
+change, milliseconds whatever it holds) and then dropped;
 one that reaches past the cutoff is kept whole until its day has passed (so rows live
 up to a day longer than the age). Only rows no day partition holds (the DEFAULT and
 ``_legacy`` partitions) are deleted row by row.
@@ -27,7 +28,7 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.models import Q
 
-from .partitions import Partition, drop, partitions
+from .partitions import Partition, detach, detached, drop_detached, partitions
 
 # Milliseconds one prune statement may run / wait for a lock before it fails; a batch
 # that fails is rolled back whole and the rows it held stay for the next run.
@@ -65,7 +66,8 @@ class PruneResult:
     batches: int
     dry_run: bool = False
     # Partitions dropped whole (finished requests they held are not in
-    # ``finished_requests``: ``partition_rows`` estimates them, None if unknown).
+    # ``finished_requests``: ``partition_rows`` estimates them, None if unknown), and
+    # any an interrupted prune had detached and not dropped.
     partitions: tuple[str, ...] = ()
     partition_rows: int | None = 0
     # Partitions past the cutoff whose lock was not had: a later run drops them.
@@ -133,8 +135,17 @@ def prune(
         return PruneResult(cutoff, counts[0], counts[1], batches, True, *_dropped(due, []))
 
     with _advisory_lock(using):
+        # Tables an interrupted prune took out of the archive but did not drop.
+        leftovers = detached(using)
+        for name in leftovers:
+            drop_detached(name, using)
         due, kept = _due_partitions(cutoff, using)
-        busy = [p for p in due if not _drop_partition(p, using)]
+        busy = [p for p in due if not _detach_partition(p, using)]
+        # Out of the archive now (each in its own short transaction); the files go
+        # after, holding no lock any reader or writer of the archive waits for.
+        for gone in due:
+            if gone not in busy:
+                drop_detached(gone.name, using)
         # Rows of a partition not dropped stay with it: never deleted row by row.
         rows_cutoff = min([cutoff, *kept, *(p.lower for p in busy if p.lower is not None)])
         old_requests = FinishedRequest.objects.using(using).filter(finished_at__lt=rows_cutoff)
@@ -144,7 +155,10 @@ def prune(
             total, used = _delete_in_batches(qs, column, batch_size, max_batches, using)
             deleted.append(total)
             batches += used
-    return PruneResult(cutoff, deleted[0], deleted[1], batches, False, *_dropped(due, busy))
+    names, rows, still = _dropped(due, busy)
+    return PruneResult(
+        cutoff, deleted[0], deleted[1], batches, False, (*leftovers, *names), rows, still
+    )
 
 
 def _due_partitions(cutoff: datetime, using: str) -> tuple[list[Partition], list[datetime]]:
@@ -174,11 +188,11 @@ def _dropped(
     return tuple(p.name for p in gone), rows, tuple(p.name for p in busy)
 
 
-def _drop_partition(partition: Partition, using: str) -> bool:
-    """Drop ``partition``; False if its lock was not had in ``LOCK_ATTEMPTS`` tries."""
+def _detach_partition(partition: Partition, using: str) -> bool:
+    """Detach ``partition``; False if its lock was not had in ``LOCK_ATTEMPTS`` tries."""
     for attempt in range(1, LOCK_ATTEMPTS + 1):
         try:
-            drop(partition, using)
+            detach(partition, using)
             return True
         except OperationalError as exc:
             if not _lost_a_lock_race(exc):
