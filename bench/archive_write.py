@@ -202,7 +202,8 @@ def run(args: argparse.Namespace, url: str) -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from ferrox_stats.archive.rows import COLUMNS, Pending, row_values
+    from ferrox_stats.archive import partitions
+    from ferrox_stats.archive.rows import COLUMNS, Pending, at_ms_to_datetime, row_values
     from ferrox_stats.archive.writer import ArchiveWriter
     from ferrox_stats.conf import conf
     from ferrox_stats.models import FinishedRequest, Rollup
@@ -234,8 +235,13 @@ def run(args: argparse.Namespace, url: str) -> None:
         "ON attrelid = adrelid AND attnum = adnum "
         f"WHERE adrelid = '{table}'::regclass AND attname = 'commit_seq'"
     )
+    # The records' days get partitions, as the writer makes them for today's (on
+    # PostgreSQL the archive is partitioned by day: migration 0013).
+    days = {at_ms_to_datetime(r.at_ms).date() for r in records}
+    partitions.make_days(days)
     # Autovacuum would wake on the filled table at a random moment of a later variant.
-    sql(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    for name in [p.name for p in partitions.partitions()] or [table]:
+        sql(f"ALTER TABLE {name} SET (autovacuum_enabled = false)")
     submit_ns: list[float] = []
     rollup_rows: list[int] = []
     drain_s: list[float] = []
