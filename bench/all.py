@@ -70,6 +70,9 @@ BENCHES: dict[str, Bench] = {
         "archive_read.py", "--quick --filters all", r"goal|/ first page|worst", "PostgreSQL"
     ),
     "usage_api": Bench("usage_api.py", "--quick", r"HEADLINE", "PostgreSQL"),
+    "partition_retention": Bench(
+        "partition_retention.py", "--quick", r"HEADLINE|migration", "PostgreSQL"
+    ),
     "fleet": Bench(
         "fleet.py", "--instances 16 --records 5000 --calls 10", r"goal|% of", "PostgreSQL"
     ),
