@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from .archive.queries import FinishedRequestQuerySet
+from .archive.rollups import COUNTERS, GROUP_FIELDS
 
 
 class _PostgreSQLOnly(models.Func):
@@ -419,6 +420,22 @@ class Rollup(models.Model):
             # prefix is also what every read ranges over.
             models.UniqueConstraint(
                 fields=["span_s", "bucket", "group_key"], name="ferrox_stats_rollup_cell_uniq"
+            ),
+        ]
+        indexes = [
+            # The usage answers read these columns only (``archive.usage``): covering
+            # them, a range is an index-only scan that skips the wide heap rows (their
+            # distributions), on PostgreSQL (SQLite has no INCLUDE: a plain index).
+            models.Index(
+                fields=["span_s", "bucket"],
+                include=[*GROUP_FIELDS, *COUNTERS],
+                name="ferrox_rollup_counters",
+            ),
+            models.Index(
+                fields=["span_s", "bucket"],
+                include=[*GROUP_FIELDS, "aborts"],
+                condition=Q(outcome=OUTCOME_ABORTED) & ~Q(aborts=""),
+                name="ferrox_rollup_aborts",
             ),
         ]
 

@@ -43,7 +43,17 @@ from ..core.requests import Record
 from ..core.rollup import Tally
 from .rows import at_ms_to_datetime, outcome
 
-__all__ = ["SPANS", "Cell", "Group", "add", "cells_of", "group_key", "upsert"]
+__all__ = [
+    "COUNTERS",
+    "GROUP_FIELDS",
+    "SPANS",
+    "Cell",
+    "Group",
+    "add",
+    "cells_of",
+    "group_key",
+    "upsert",
+]
 
 SPANS = (60, 3600)
 """Bucket widths in seconds: minute and hour (days are summed from hours)."""
@@ -57,9 +67,10 @@ Cell = tuple[int, int, Group]
 
 TABLE = "ferrox_stats_rollup"
 _KEY = ("span_s", "bucket", "group_key")
-_COUNTERS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "out_of_range")
+COUNTERS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "out_of_range")
+"""The summed columns of a rollup row."""
 _TEXTS = ("aborts", "duration", "ttft", "tpot")
-_COLUMNS = (*_KEY, *GROUP_FIELDS[:4], "outcome", *_COUNTERS, *_TEXTS)
+_COLUMNS = (*_KEY, *GROUP_FIELDS[:4], "outcome", *COUNTERS, *_TEXTS)
 # Rows per statement: 17 parameters each stays below SQLite's 32766 and PostgreSQL's
 # 65535 bound parameters.
 CHUNK = 500
@@ -173,9 +184,9 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
             )
 
 
-_COUNTER_SET = ", ".join(f"{c} = {TABLE}.{c} + excluded.{c}" for c in _COUNTERS)
+_COUNTER_SET = ", ".join(f"{c} = {TABLE}.{c} + excluded.{c}" for c in COUNTERS)
 _CONFLICT = f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {_COUNTER_SET}"
-_RETURNING = " RETURNING " + ", ".join(("id", *_KEY, *_COUNTERS, *_TEXTS))
+_RETURNING = " RETURNING " + ", ".join(("id", *_KEY, *COUNTERS, *_TEXTS))
 # PostgreSQL array types of _COLUMNS (the model's column types).
 _ARRAY_TYPES = (
     "integer",
