@@ -276,12 +276,14 @@ def other_session() -> Iterator[psycopg.Connection[Any]]:
 def test_a_partition_a_reader_holds_is_kept_whole_for_the_next_prune(
     other_session: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Made before the timeout is shortened: attaching waits for the DEFAULT partition's
+    # lock (autovacuum there yields only after deadlock_timeout, 1 s).
+    busy = partitions.day_name(DAY - timedelta(days=1))
+    assert partitions.make_days(days(-1)).created == [busy]
     monkeypatch.setattr(partitions, "LOCK_TIMEOUT_MS", 50)
     monkeypatch.setattr(retention, "_sleep", lambda s: None)
-    partitions.make_days(days(-1))
     try:
         archive([at(MIDNIGHT - HOUR, request_id="held")])
-        busy = partitions.day_name(DAY - timedelta(days=1))
         # A long read (an export, say) holds the partition while the prune runs.
         other_session.execute(f"SELECT count(*) FROM {busy}")
         result = prune(MIDNIGHT, batch_size=10)
