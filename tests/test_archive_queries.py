@@ -234,9 +234,14 @@ def test_a_deep_page_of_every_history_filter_is_one_index_range(
     assert len(scans) >= (4 if partitions.is_partitioned() else 1)
     for scan in scans:
         assert scan["Node Type"] == "Index Scan"
-        assert index_of(scan["Index Name"]) == index
         assert "ROW(finished_at, id)" in scan["Index Cond"]
         assert "Plans" not in scan
+    # The rows' partition reads the filter's index (an empty one may read any).
+    home = (
+        partitions.day_name(date(2026, 1, 1)) if len(scans) > 1 else "ferrox_stats_finishedrequest"
+    )
+    [scan] = [s for s in scans if s["Relation Name"] == home]
+    assert index_of(scan["Index Name"]) == index
 
 
 def index_of(name: str) -> str:
