@@ -56,14 +56,16 @@ def test_refuse_closes_new_connections_and_keeps_open_ones(proxy: FaultProxy) ->
 def test_reset_breaks_open_connections(proxy: FaultProxy) -> None:
     import psycopg
 
-    with connect(proxy) as conn:
+    conn = connect(proxy)
+    try:
         assert proxy.reset() == 2  # both ends of the one connection
         with pytest.raises(psycopg.OperationalError):
             answers(conn)
-        # And it stays broken. (Not ``conn.closed``: whether libpq marks the connection
-        # bad depends on which side of the reset its read or write fell, a race under load.)
-        with pytest.raises(psycopg.OperationalError):
-            answers(conn)
+    finally:
+        # Closed by hand: what libpq makes of the reset (its status flag, a command it
+        # still counts as in progress) depends on which side of it a read or write
+        # fell, a race under load; closing never raises.
+        conn.close()
     with connect(proxy) as again:
         assert answers(again)
 
