@@ -10,6 +10,11 @@ retention. This bench loads, with COPY, rollups as an archive of ``--cells`` ful
 would leave them, over ``--days`` (the short history, the archive's 30 days of about
 1M requests) and over 10x as many days (about 10M requests), with realistic latency
 distributions (``core.distribution`` texts of a few hundred synthetic requests each).
+Each bucket also gets the merged rows the writer keeps (``Rollup.level``): one per model
+present and one in total, their counters the sums of the bucket's groups, their
+distributions drawn from a pool of texts each merged from as many group texts (20 per
+model, 100 in total) as a real merged row holds: the size a read parses, not the exact
+merge of that bucket's groups (merging each bucket's would make the load hours long).
 
 Then, on each history, the last 30 days are asked, interleaved in rounds (order
 rotating), each timed alone (wall clock, the database on this machine):
@@ -99,6 +104,26 @@ def distribution_texts(rng: random.Random, n: int) -> list[tuple[str, str, str, 
     return texts
 
 
+def counters(requests: int) -> tuple[int, int, int, int, int]:
+    """requests, prompt, completion and cached tokens, out_of_range of a loaded row."""
+    return requests, requests * 900, requests * 200, requests * 100, 0
+
+
+def merged_texts(
+    rng: random.Random, texts: list[tuple[str, str, str, str]], parts: int, n: int
+) -> list[tuple[str, str, str, str]]:
+    """``n`` texts, each the merge of ``parts`` of ``texts``: a merged row's size."""
+    from ferrox_stats.core.rollup import Tally
+
+    pool = []
+    for _ in range(n):
+        tally = Tally()
+        for part in rng.sample(texts, parts):
+            tally.merge_texts(*part)
+        pool.append(tally.texts())
+    return pool
+
+
 def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> int:
     """COPY the rollups of ``days`` days before END; return the rows loaded."""
     from ferrox_stats.archive.rollups import group_key
@@ -115,10 +140,15 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
     ]
     rng.shuffle(groups)
     digests = {group: group_key(group) for group in groups}
+    merged_digests = {
+        (level, model): group_key((model, None, "", None, ""), level)
+        for level, model in [(2, None), *((1, m) for m in MODELS)]
+    }
+    pools = {1: merged_texts(rng, texts, 20, 40), 2: merged_texts(rng, texts, 100, 20)}
     columns = (
-        "span_s, bucket, group_key, model, route, replica, via_api_key, outcome, requests, "
-        "prompt_tokens, completion_tokens, cached_tokens, out_of_range, aborts, duration, "
-        "ttft, tpot"
+        "span_s, bucket, group_key, model, route, replica, via_api_key, outcome, level, "
+        "requests, prompt_tokens, completion_tokens, cached_tokens, out_of_range, errors, "
+        "aborted, aborts, duration, ttft, tpot"
     )
     rows = 0
     start = END - timedelta(days=days)
@@ -128,21 +158,52 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                 moment = start
                 step = timedelta(seconds=span)
                 while moment < END:
+                    # (level, model) -> requests, errors, aborted of the merged row.
+                    merged: dict[tuple[int, str | None], list[int]] = {}
                     for group in rng.sample(groups, per_bucket):
                         aborts, duration, ttft, tpot = rng.choice(texts)
                         requests = rng.randint(1, 400)
+                        errors = requests if group[4] == "error" else 0
+                        aborted = requests if group[4] == "aborted" else 0
                         copy.write_row(
                             (
                                 span,
                                 moment,
                                 digests[group],
                                 *group,
-                                requests,
-                                requests * 900,
-                                requests * 200,
-                                requests * 100,
                                 0,
-                                aborts if group[4] == "aborted" else "",
+                                *counters(requests),
+                                errors,
+                                aborted,
+                                aborts if aborted else "",
+                                duration,
+                                ttft,
+                                tpot,
+                            )
+                        )
+                        rows += 1
+                        for key in ((1, group[0]), (2, None)):
+                            sums = merged.setdefault(key, [0, 0, 0])
+                            sums[0] += requests
+                            sums[1] += errors
+                            sums[2] += aborted
+                    for (level, model), (requests, errors, aborted) in merged.items():
+                        aborts, duration, ttft, tpot = rng.choice(pools[level])
+                        copy.write_row(
+                            (
+                                span,
+                                moment,
+                                merged_digests[(level, model)],
+                                model,
+                                None,
+                                "",
+                                None,
+                                "",
+                                level,
+                                *counters(requests),
+                                errors,
+                                aborted,
+                                aborts if aborted else "",
                                 duration,
                                 ttft,
                                 tpot,

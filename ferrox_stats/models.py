@@ -371,6 +371,9 @@ class Instance(models.Model):
 ROLLUP_MINUTE = 60
 ROLLUP_HOUR = 3600
 ROLLUP_SPANS = [(ROLLUP_MINUTE, _("minute")), (ROLLUP_HOUR, _("hour"))]
+# What a rollup row keeps of its group (``archive.rollups.LEVELS``): every label, the
+# model only, or nothing (the bucket's total).
+ROLLUP_LEVELS = [(0, _("group")), (1, _("model")), (2, _("total"))]
 
 
 class Rollup(models.Model):
@@ -383,6 +386,11 @@ class Rollup(models.Model):
     it, so the unique key stays narrow and NULLs compare equal in it (a unique
     constraint over the nullable columns themselves would let NULLs repeat). Rows
     outlive the archive's retention: they are what is left of pruned requests.
+
+    Each bucket's groups are also kept merged (``level``): per model, and in total,
+    so that a usage answer grouped by model or by nothing reads a row per model or
+    per bucket instead of every group's (``archive.usage``). Such a row's dropped
+    labels are NULL (``replica`` and ``outcome`` "").
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -396,8 +404,13 @@ class Rollup(models.Model):
     route = models.CharField(max_length=200, null=True, blank=True)
     replica = models.CharField(max_length=200)
     via_api_key = models.CharField("via API key", max_length=100, null=True, blank=True)
-    outcome = models.CharField(max_length=16, choices=OUTCOMES)
+    outcome = models.CharField(max_length=16, choices=OUTCOMES, blank=True)
+    level = models.PositiveSmallIntegerField(choices=ROLLUP_LEVELS, default=0)
     requests = models.BigIntegerField(default=0)
+    # The requests of the error and of the aborted outcome: a group's requests or none
+    # at level 0, summed over the groups merged at the others.
+    errors = models.BigIntegerField(default=0)
+    aborted = models.BigIntegerField(default=0)
     prompt_tokens = models.BigIntegerField(default=0)
     completion_tokens = models.BigIntegerField(default=0)
     cached_tokens = models.BigIntegerField(default=0)
@@ -429,15 +442,15 @@ class Rollup(models.Model):
             # distributions), on PostgreSQL (SQLite has no INCLUDE: a plain index, and
             # no W040 warning: ``indexes.CoveringIndex``).
             CoveringIndex(
-                fields=["span_s", "bucket"],
+                fields=["span_s", "level", "bucket"],
                 covering=[*GROUP_FIELDS, *COUNTERS],
-                name="ferrox_rollup_counters",
+                name="ferrox_rollup_level_counters",
             ),
             CoveringIndex(
-                fields=["span_s", "bucket"],
+                fields=["span_s", "level", "bucket"],
                 covering=[*GROUP_FIELDS, "aborts"],
-                condition=Q(outcome=OUTCOME_ABORTED) & ~Q(aborts=""),
-                name="ferrox_rollup_aborts",
+                condition=~Q(aborts=""),
+                name="ferrox_rollup_level_aborts",
             ),
         ]
 

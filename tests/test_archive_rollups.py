@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from django.db import OperationalError, connection, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour, TruncMinute
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,7 +30,14 @@ from tests.factories import BASE_AT_MS, make_record
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rollups_on")]
 
 GROUP = ("model", "route", "replica", "via_api_key", "outcome")
-Key = tuple[int, datetime, tuple[Any, ...]]
+Key = tuple[int, datetime, int, tuple[Any, ...]]
+
+
+def level_group(level: int, row: dict[str, Any]) -> tuple[Any, ...]:
+    """The group an archived row (or a rollup row's fields) counts in at ``level``."""
+    if level == 0:
+        return tuple(row[f] for f in GROUP)
+    return (row["model"] if level == 1 else None, None, "", None, "")
 
 
 @pytest.fixture(autouse=True, params=["psycopg3", "psycopg2"])
@@ -42,47 +49,60 @@ def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 def stored_rollups() -> dict[Key, Rollup]:
     return {
-        (r.span_s, r.bucket, tuple(getattr(r, f) for f in GROUP)): r for r in Rollup.objects.all()
+        (r.span_s, r.bucket, r.level, tuple(getattr(r, f) for f in GROUP)): r
+        for r in Rollup.objects.all()
     }
 
 
+def group_rows() -> Any:
+    """The level-0 rollup rows: one per group (the merged levels left out)."""
+    return Rollup.objects.filter(level=0)
+
+
 def expected_rollups() -> dict[Key, dict[str, Any]]:
-    """A GROUP BY over the archived rows: counters in SQL, distributions from the rows."""
+    """A GROUP BY over the archived rows at each level: counters in SQL, distributions
+    from the rows."""
     expected: dict[Key, dict[str, Any]] = {}
     for span, trunc in ((60, TruncMinute), (3600, TruncHour)):
-        grouped = (
-            FinishedRequest.objects.annotate(at=trunc("finished_at", tzinfo=UTC))
-            .values("at", *GROUP)
-            .annotate(
-                requests=Count("id"),
-                prompt=Sum("prompt_tokens"),
-                completion=Sum("completion_tokens"),
-                cached=Sum("cached_tokens"),
+        for level, fields in ((0, GROUP), (1, ("model",)), (2, ())):
+            grouped = (
+                FinishedRequest.objects.annotate(at=trunc("finished_at", tzinfo=UTC))
+                .values("at", *fields)
+                .annotate(
+                    requests=Count("id"),
+                    prompt=Sum("prompt_tokens"),
+                    completion=Sum("completion_tokens"),
+                    cached=Sum("cached_tokens"),
+                    errors=Count("id", filter=Q(outcome="error")),
+                    aborted=Count("id", filter=Q(outcome="aborted")),
+                )
+                .order_by()
             )
-            .order_by()
-        )
-        for g in grouped:
-            key = (span, g["at"], tuple(g[f] for f in GROUP))
-            expected[key] = {
-                "requests": g["requests"],
-                "prompt_tokens": g["prompt"] or 0,
-                "completion_tokens": g["completion"] or 0,
-                "cached_tokens": g["cached"] or 0,
-                "aborts": Counter(),
-                "duration": Distribution(),
-                "ttft": Distribution(),
-                "tpot": Distribution(),
-            }
+            for g in grouped:
+                key = (span, g["at"], level, level_group(level, {"model": None, **g}))
+                expected[key] = {
+                    "requests": g["requests"],
+                    "prompt_tokens": g["prompt"] or 0,
+                    "completion_tokens": g["completion"] or 0,
+                    "cached_tokens": g["cached"] or 0,
+                    "errors": g["errors"],
+                    "aborted": g["aborted"],
+                    "aborts": Counter(),
+                    "duration": Distribution(),
+                    "ttft": Distribution(),
+                    "tpot": Distribution(),
+                }
         for row in FinishedRequest.objects.annotate(at=trunc("finished_at", tzinfo=UTC)).values():
-            cell = expected[(span, row["at"], tuple(row[f] for f in GROUP))]
-            if row["aborted"] is not None:
-                cell["aborts"][row["aborted"]] += 1
-            for name, ms in (("duration", row["duration_ms"]), ("ttft", row["ttft_ms"])):
-                if ms is not None:
-                    cell[name].add(ms / 1000.0)
-            decode, completion = row["decode_ms"], row["completion_tokens"]
-            if decode is not None and completion is not None and completion > 1:
-                cell["tpot"].add(decode / 1000.0 / (completion - 1))
+            for level in (0, 1, 2):
+                cell = expected[(span, row["at"], level, level_group(level, row))]
+                if row["aborted"] is not None:
+                    cell["aborts"][row["aborted"]] += 1
+                for name, ms in (("duration", row["duration_ms"]), ("ttft", row["ttft_ms"])):
+                    if ms is not None:
+                        cell[name].add(ms / 1000.0)
+                decode, completion = row["decode_ms"], row["completion_tokens"]
+                if decode is not None and completion is not None and completion > 1:
+                    cell["tpot"].add(decode / 1000.0 / (completion - 1))
     return expected
 
 
@@ -105,9 +125,16 @@ def assert_rollups_match_archive() -> None:
             (row.requests, row.prompt_tokens, row.completion_tokens, row.cached_tokens, 0),
             (row.aborts, row.duration, row.ttft, row.tpot),
         )
-        assert row.group_key == group_key(key[2])  # type: ignore[arg-type]
+        assert row.group_key == group_key(key[3], key[2])  # type: ignore[arg-type]
         assert row.out_of_range == 0
-        for name in ("requests", "prompt_tokens", "completion_tokens", "cached_tokens"):
+        for name in (
+            "requests",
+            "prompt_tokens",
+            "completion_tokens",
+            "cached_tokens",
+            "errors",
+            "aborted",
+        ):
             assert getattr(row, name) == want[name], (key, name)
         assert tally.aborts == dict(want["aborts"])
         for name in ("duration", "ttft", "tpot"):
@@ -187,7 +214,7 @@ def test_a_batch_whose_commit_failed_counts_once_when_retried(
     assert write_batch(items).inserted == 5
     # Committed, but the acknowledgement lost: the writer sends it again.
     assert write_batch(items).duplicates == 5
-    assert Rollup.objects.get(span_s=3600).requests == 5
+    assert group_rows().get(span_s=3600).requests == 5
     assert_rollups_match_archive()
 
 
@@ -209,7 +236,7 @@ def test_dead_letters_and_duplicates_are_not_counted() -> None:
     ]
     result = write_batch(items)
     assert result.outcomes == ["inserted", "duplicate", "dead", "dead"]
-    assert [(r.span_s, r.requests) for r in Rollup.objects.order_by("span_s")] == [
+    assert [(r.span_s, r.requests) for r in group_rows().order_by("span_s")] == [
         (60, 1),
         (3600, 1),
     ]
@@ -220,7 +247,7 @@ def test_a_replayed_ingest_batch_counts_once() -> None:
     items = [Pending(None, r, "producer-1", ingested=True) for r in records]
     assert write_batch(items).inserted == 3
     assert write_batch(items).duplicates == 3
-    assert Rollup.objects.get(span_s=60).requests == 3
+    assert group_rows().get(span_s=60).requests == 3
 
 
 def test_null_labels_are_a_group_of_their_own() -> None:
@@ -232,14 +259,14 @@ def test_null_labels_are_a_group_of_their_own() -> None:
             Pending(3, make_record(at_ms=at, model=None, via_api_key=None), "i"),
         ]
     )
-    minutes = {r.model: r.requests for r in Rollup.objects.filter(span_s=60)}
+    minutes = {r.model: r.requests for r in group_rows().filter(span_s=60)}
     assert minutes == {None: 2, "": 1}
 
 
 def test_out_of_range_values_are_counted_apart_never_summed() -> None:
     record = make_record(at_ms=BASE_AT_MS, prompt_tokens=MAX_TOKENS + 1, duration_ms=2e12)
     write_batch([Pending(1, record, "i")])
-    row = Rollup.objects.get(span_s=60)
+    row = group_rows().get(span_s=60)
     assert (row.requests, row.prompt_tokens, row.out_of_range, row.duration) == (1, 0, 2, "")
 
 
@@ -277,15 +304,15 @@ def test_a_rebuild_leaves_hours_before_the_oldest_archived_row() -> None:
         datetime.fromtimestamp(at / 1000 + 3600, UTC),
         "default",
     )
-    assert Rollup.objects.filter(bucket__lt=datetime.fromtimestamp(at / 1000, UTC)).count() == 2
-    assert Rollup.objects.count() == 4
+    assert group_rows().filter(bucket__lt=datetime.fromtimestamp(at / 1000, UTC)).count() == 2
+    assert group_rows().count() == 4
 
 
 def test_an_existing_cell_merges_distributions_under_its_row() -> None:
     at = BASE_AT_MS
     write_batch([Pending(1, make_record(at_ms=at, duration_ms=100.0), "i")])
     write_batch([Pending(2, make_record(at_ms=at + 1, duration_ms=8000.0), "i")])
-    row = Rollup.objects.get(span_s=60)
+    row = group_rows().get(span_s=60)
     tally = Tally.stored((row.requests, 0, 0, 0, 0), (row.aborts, row.duration, row.ttft, row.tpot))
     assert row.requests == 2
     assert tally.duration.count == 2
@@ -366,7 +393,7 @@ def test_a_concurrent_upsert_waits_for_the_row_and_merges_what_it_committed() ->
     assert not errors, errors
     expected = cells_of(first + second)
     stored = {
-        (r.span_s, datetime_to_at_ms(r.bucket), tuple(getattr(r, f) for f in GROUP)): r
+        (r.span_s, datetime_to_at_ms(r.bucket), r.level, tuple(getattr(r, f) for f in GROUP)): r
         for r in Rollup.objects.all()
     }
     assert set(stored) == set(expected)
@@ -379,10 +406,13 @@ def test_a_concurrent_upsert_waits_for_the_row_and_merges_what_it_committed() ->
                 row.completion_tokens,
                 row.cached_tokens,
                 row.out_of_range,
+                row.errors,
+                row.aborted,
             ),
             (row.aborts, row.duration, row.ttft, row.tpot),
         )
         assert_same_tally(got, tally)
+        assert (got.errors, got.aborted) == (tally.errors, tally.aborted)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="concurrent writers")

@@ -331,6 +331,95 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
             db.execute("EXPLAIN (FORMAT JSON) " + query["sql"])
             nodes += _scans(db.fetchone()[0][0]["Plan"])
     assert [(n["Node Type"], n["Index Name"]) for n in nodes] == [
-        ("Index Only Scan", "ferrox_rollup_counters"),
-        ("Index Only Scan", "ferrox_rollup_aborts"),
+        ("Index Only Scan", "ferrox_rollup_level_counters"),
+        ("Index Only Scan", "ferrox_rollup_level_aborts"),
     ]
+
+
+# -- rollup levels -------------------------------------------------------------------------
+
+
+def mixed_records(n: int = 36) -> list[object]:
+    return [
+        make_record(
+            at_ms=at(k * 5 * MINUTE),
+            model=("a", "b", None)[k % 3],
+            via_api_key=("k1", "k2")[k % 2],
+            replica=("r1", "r2")[k // 2 % 2],
+            status=(200, 200, 500)[k % 3],
+            aborted=(None, None, None, "timeout")[k % 4],
+            prompt_tokens=k * 13,
+            completion_tokens=k % 7,
+            duration_ms=10.0 + k * 37.5,
+            ttft_ms=1.0 + k,
+        )
+        for k in range(n)
+    ]
+
+
+def merged_by_bucket(answer: object, keep: tuple[str, ...] = ()) -> dict[object, object]:
+    from ferrox_stats.archive.usage import UsageRow
+
+    merged: dict[object, UsageRow] = {}
+    for row in answer.rows:  # type: ignore[attr-defined]
+        key = (row.bucket, *(row.group[name] for name in keep))
+        into = merged.get(key)
+        if into is None:
+            into = merged[key] = UsageRow(row.bucket, {name: row.group[name] for name in keep})
+        into.add(row)
+    return merged
+
+
+def same_row(got: object, want: object) -> None:
+    a, b = got.as_dict(), want.as_dict()  # type: ignore[attr-defined]
+    assert a == {**b, "cost": pytest.approx(b["cost"]) if b["cost"] else b["cost"]}
+
+
+@pytest.mark.parametrize(
+    ("coarse", "fine"),
+    [((), ("key",)), ((), ("replica", "outcome")), (("model",), ("model", "key", "route"))],
+)
+@pytest.mark.parametrize("bucket", ["minute", "hour", "day"])
+def test_a_merged_level_answers_what_the_groups_merged_answer(
+    coarse: tuple[str, ...], fine: tuple[str, ...], bucket: str
+) -> None:
+    # Ungrouped reads the total rows (level 2), by model the model rows (level 1): the
+    # same counters, abort reasons and distributions as every group's rows merged.
+    archive(*mixed_records())
+    since, until = START, START + 4 * HOUR
+    coarse_answer = usage(since, until, bucket=bucket, group_by=coarse, latency=TIMES)
+    fine_answer = usage(since, until, bucket=bucket, group_by=fine, latency=TIMES)
+    want = merged_by_bucket(fine_answer, coarse)
+    assert len(coarse_answer.rows) == len(want) >= 1
+    for row in coarse_answer.rows:
+        same_row(row, want[(row.bucket, *row.group.values())])
+
+
+def test_each_answer_reads_the_coarsest_level_that_keeps_what_it_needs() -> None:
+    from django.db.models import F
+
+    archive(*mixed_records())
+    hours = Rollup.objects.filter(span_s=3600)
+    # A marker on each merged row: the answers that read a level show its rows' count.
+    hours.filter(level=1).update(cached_tokens=F("cached_tokens") + 1000)
+    hours.filter(level=2).update(cached_tokens=F("cached_tokens") + 1_000_000)
+
+    def cached(**kwargs: object) -> int:
+        answer = usage(START, START + 4 * HOUR, per_bucket=False, **kwargs)  # type: ignore[arg-type]
+        return sum(row.tally.cached_tokens for row in answer.rows)
+
+    def honest(**labels: object) -> int:
+        return sum(hours.filter(level=0, **labels).values_list("cached_tokens", flat=True))
+
+    models, totals = hours.filter(level=1).count(), hours.filter(level=2).count()
+    assert (models, totals) == (9, 3)  # three models and three hours
+    assert cached() == honest() + 1_000_000 * totals
+    assert cached(group_by=["model"]) == honest() + 1000 * models
+    assert cached(filters={"model": "a"}) == honest(model="a") + 1000 * 3
+    assert cached(filters={"model": None}) == honest(model=None) + 1000 * 3
+    # Tokens are priced per model: the model rows, even ungrouped.
+    assert cached(prices=priced()) == honest() + 1000 * models
+    # Any other label (and the replicas' cost): every group's rows.
+    assert cached(group_by=["replica"]) == honest()
+    assert cached(filters={"key": "k1"}) == honest(via_api_key="k1")
+    assert cached(group_by=["model", "outcome"]) == honest()

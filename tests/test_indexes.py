@@ -18,8 +18,8 @@ def covering_indexes() -> list[CoveringIndex]:
 
 def test_the_rollup_has_its_two_covering_indexes() -> None:
     assert {index.name for index in covering_indexes()} == {
-        "ferrox_rollup_counters",
-        "ferrox_rollup_aborts",
+        "ferrox_rollup_level_counters",
+        "ferrox_rollup_level_aborts",
     }
 
 
@@ -35,7 +35,7 @@ def test_include_is_written_only_where_the_database_has_it() -> None:
     for index in covering_indexes():
         sql = str(index.create_sql(Rollup, editor))
         assert ("INCLUDE" in sql) is connection.features.supports_covering_indexes, sql
-        assert '"span_s", "bucket"' in sql
+        assert '"span_s", "level", "bucket"' in sql
 
 
 def test_it_deconstructs_to_itself_with_its_covered_columns() -> None:

@@ -228,3 +228,66 @@ def test_0013_keeps_the_archive_as_it_was_in_one_partition_and_0012_gets_it_back
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
     assert stored() == after
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("rollups_on")
+def test_0015_merges_the_rollups_written_before_it_as_the_writer_merges_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+    import math
+
+    # Pages of three rows: buckets cut across pages, merged all the same.
+    monkeypatch.setattr(
+        importlib.import_module("ferrox_stats.migrations.0015_rollup_levels"), "CHUNK", 3
+    )
+
+    from ferrox_stats.core.rollup import Tally
+    from ferrox_stats.models import Rollup
+
+    def stored() -> dict[tuple[Any, ...], tuple[tuple[Any, ...], Tally]]:
+        result = {}
+        for r in Rollup.objects.all():
+            key = (r.span_s, r.bucket, r.level, r.group_key, r.model, r.replica, r.outcome)
+            counters = (r.requests, r.prompt_tokens, r.completion_tokens, r.cached_tokens)
+            tally = Tally.stored(
+                (*counters, r.out_of_range), (r.aborts, r.duration, r.ttft, r.tpot)
+            )
+            result[key] = ((*counters, r.errors, r.aborted), tally)
+        return result
+
+    records = [
+        make_record(
+            at_ms=BASE_AT_MS + n * 17 * 60_000,
+            model=("a", "b", None)[n % 3],
+            via_api_key=("k1", "k2")[n % 2],
+            status=(200, 500)[n % 2],
+            aborted=(None, None, "timeout")[n % 3],
+            duration_ms=5.0 + n,
+        )
+        for n in range(20)
+    ]
+    write_batch([Pending(None, r, "inst") for r in records])
+    written = stored()
+    assert {key[2] for key in written} == {0, 1, 2}
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("ferrox_stats", "0014_rollup_covering_indexes")])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM ferrox_stats_rollup")
+        # Backwards the merged rows go: the groups' are left.
+        assert cursor.fetchone()[0] == sum(1 for key in written if key[2] == 0)
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    migrated = stored()
+    assert set(migrated) == set(written)
+    for key, (counters, tally) in written.items():
+        got_counters, got = migrated[key]
+        assert got_counters == counters, key
+        assert got.aborts == tally.aborts
+        for name in ("duration", "ttft", "tpot"):
+            a, b = getattr(got, name), getattr(tally, name)
+            assert (a.zeros, a.counts) == (b.zeros, b.counts), (key, name)
+            assert math.isclose(a.total, b.total, rel_tol=1e-12)

@@ -500,7 +500,10 @@ def rollups_at(*moments: datetime) -> None:
 
 
 def rollup_buckets(span: int) -> list[datetime]:
-    return sorted(Rollup.objects.filter(span_s=span).values_list("bucket", flat=True))
+    """The buckets of ``span`` with rollups (each has its group's row and two merged ones:
+    per model and in total, ``Rollup.level``)."""
+    rows = Rollup.objects.filter(span_s=span, level=0)
+    return sorted(rows.values_list("bucket", flat=True))
 
 
 @pytest.mark.django_db
@@ -511,15 +514,17 @@ def test_prune_rollups_deletes_each_width_before_its_cutoff_oldest_first_in_batc
     cutoff = datetime(2026, 1, 10, tzinfo=UTC)
     rollups_at(*(cutoff - timedelta(minutes=m + 1) for m in range(5)), cutoff, cutoff + MS)
     assert len(rollup_buckets(60)) == 6  # cutoff and cutoff + 1 ms share a minute
-    dry = prune_rollups({60: cutoff}, batch_size=2, dry_run=True)
-    assert (dry.deleted, dry.batches, len(rollup_buckets(60))) == ({60: 5}, 3, 6)
-    result = prune_rollups({60: cutoff}, batch_size=2, max_batches=2)
-    assert (result.deleted, result.batches) == ({60: 4}, 2)
+    # Three rows a bucket (its group's, its model's, its total): 15 before the cutoff.
+    dry = prune_rollups({60: cutoff}, batch_size=6, dry_run=True)
+    assert (dry.deleted, dry.batches, len(rollup_buckets(60))) == ({60: 15}, 3, 6)
+    result = prune_rollups({60: cutoff}, batch_size=6, max_batches=2)
+    assert (result.deleted, result.batches) == ({60: 12}, 2)
     assert rollup_buckets(60)[0] == cutoff - timedelta(minutes=1)  # the oldest went first
-    assert prune_rollups({60: cutoff}, batch_size=2).deleted == {60: 1}
-    assert rollup_buckets(60) == [cutoff]  # the row at the cutoff stays
+    assert prune_rollups({60: cutoff}, batch_size=6).deleted == {60: 3}
+    assert rollup_buckets(60) == [cutoff]  # the rows at the cutoff stay
+    assert Rollup.objects.filter(span_s=60).count() == 3
     assert len(rollup_buckets(3600)) == 2  # hours: not asked
-    assert prune_rollups({3600: cutoff}, batch_size=10).deleted == {3600: 1}
+    assert prune_rollups({3600: cutoff}, batch_size=10).deleted == {3600: 3}
     assert rollup_buckets(3600) == [cutoff]
     with pytest.raises(ValueError, match="aware"):
         prune_rollups({60: cutoff.replace(tzinfo=None)}, batch_size=1)
@@ -535,14 +540,14 @@ def test_the_command_prunes_minute_rollups_after_a_week_and_keeps_hours_by_defau
     before_hours = rollup_buckets(3600)
     output = prune_command("--older-than", "400d")
     assert output.splitlines()[1:] == [
-        f"Deleted 1 minute rollup older than {week.replace(microsecond=0).isoformat()}."
+        f"Deleted 3 minute rollups older than {week.replace(microsecond=0).isoformat()}."
     ]
     assert rollup_buckets(3600) == before_hours
     assert len(rollup_buckets(60)) == 2
     settings.FERROX_STATS = {**settings.FERROX_STATS, "ROLLUP_HOUR_DAYS": 1}
     output = prune_command("--older-than", "400d")
     assert output.splitlines()[1:] == [
-        "Deleted 2 hour rollups older than "
+        "Deleted 6 hour rollups older than "
         f"{(NOW - timedelta(days=1)).replace(microsecond=0).isoformat()}."
     ]
     # Nothing older: a run says nothing of the rollups.

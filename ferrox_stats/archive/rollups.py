@@ -9,7 +9,12 @@ Each record is counted in its minute and in its hour (``models.Rollup``), under 
 group ``(model, route, replica, via_api_key, outcome)``; ``outcome`` is the archive's
 column (``rows.outcome``: aborted, else error for an error or HTTP status >= 400, else
 ok), so errors and aborts are the requests of those groups, and each aborted group
-counts its abort reasons (``Rollup.aborts``).
+counts its abort reasons (``Rollup.aborts``). Each bucket's groups are kept merged too,
+at the coarser ``LEVELS``: per model, and in total (their dropped labels NULL, replica
+and outcome ""; errors and aborts counted in ``Rollup.errors``/``aborted``), so that an
+answer by model or by nothing reads a row per model or per bucket (``archive.usage``),
+not one per group. They are cells like the others: written in the same statement,
+lock order and transaction, deleted and rebuilt with them.
 
 Concurrency (several processes and hosts, one PostgreSQL). A batch's cells are written
 in one order every writer shares, ``(span, bucket, group digest)``:
@@ -46,6 +51,7 @@ from .rows import at_ms_to_datetime, outcome
 __all__ = [
     "COUNTERS",
     "GROUP_FIELDS",
+    "LEVELS",
     "SPANS",
     "Cell",
     "Group",
@@ -62,23 +68,38 @@ Group = tuple[str | None, str | None, str, str | None, str]
 """``(model, route, replica, via_api_key, outcome)``."""
 GROUP_FIELDS = ("model", "route", "replica", "via_api_key", "outcome")
 
-Cell = tuple[int, int, Group]
-"""``(span_s, bucket start in epoch ms, group)``."""
+LEVELS = {0: GROUP_FIELDS, 1: ("model",), 2: ()}
+"""Rollup level -> the group columns its rows keep (``Rollup.level``)."""
+_COLLAPSED: Group = (None, None, "", None, "")
+"""A merged row's group before its kept labels are filled in."""
+
+Cell = tuple[int, int, int, Group]
+"""``(span_s, bucket start in epoch ms, level, group)``."""
 
 TABLE = "ferrox_stats_rollup"
 _KEY = ("span_s", "bucket", "group_key")
-COUNTERS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "out_of_range")
+COUNTERS = (
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "out_of_range",
+    "errors",
+    "aborted",
+)
 """The summed columns of a rollup row."""
 _TEXTS = ("aborts", "duration", "ttft", "tpot")
-_COLUMNS = (*_KEY, *GROUP_FIELDS[:4], "outcome", *COUNTERS, *_TEXTS)
-# Rows per statement: 17 parameters each stays below SQLite's 32766 and PostgreSQL's
+_COLUMNS = (*_KEY, *GROUP_FIELDS, "level", *COUNTERS, *_TEXTS)
+# Rows per statement: 20 parameters each stays below SQLite's 32766 and PostgreSQL's
 # 65535 bound parameters.
 CHUNK = 500
 
 
-def group_key(group: Group) -> str:
-    """The digest naming ``group`` in the unique key (NULL labels included)."""
-    text = json.dumps(group, separators=(",", ":"), ensure_ascii=False)
+def group_key(group: Group, level: int = 0) -> str:
+    """The digest naming ``group`` at ``level`` in the unique key (NULL labels included;
+    a level-0 group's alone, as before the levels)."""
+    named = group if level == 0 else [level, group]
+    text = json.dumps(named, separators=(",", ":"), ensure_ascii=False)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
@@ -103,7 +124,7 @@ def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
     for span in SPANS:
         span_ms = span * 1000
         keys: list[Cell] = [
-            (span, t - t % span_ms, group)  # type: ignore[operator]  # archived: never None
+            (span, t - t % span_ms, 0, group)  # type: ignore[operator]  # archived: never None
             for t, group in zip(at, groups, strict=True)
         ]
         tallies = Tally.grouped(keys, records)
@@ -116,7 +137,33 @@ def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
                     tally = tallies[key] = Tally()
                 tally.add(record)
         cells.update(tallies)
+    for (_, _, _, group), tally in cells.items():
+        if group[4] == "error":
+            tally.errors = tally.requests
+        elif group[4] == "aborted":
+            tally.aborted = tally.requests
+    cells.update(merged_levels(cells))
     return cells
+
+
+def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
+    """The level-0 ``cells`` merged at each coarser level (``LEVELS``)."""
+    merged: dict[Cell, Tally] = {}
+    for (span, start, level, group), tally in cells.items():
+        if level != 0:
+            continue
+        for coarser in (1, 2):
+            key = (
+                span,
+                start,
+                coarser,
+                (group[0], *_COLLAPSED[1:]) if coarser == 1 else _COLLAPSED,
+            )
+            into = merged.get(key)
+            if into is None:
+                into = merged[key] = Tally()
+            into.merge(tally)
+    return merged
 
 
 def add(records: Sequence[Record], using: str) -> None:
@@ -130,8 +177,8 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
     connection = connections[using]
     adapt = connection.ops.adapt_datetimefield_value
     keyed = sorted(
-        ((span, start, group_key(group)), group, tally)
-        for (span, start, group), tally in cells.items()
+        ((span, start, group_key(group, level)), group, level, tally)
+        for (span, start, level, group), tally in cells.items()
     )
     arrays = connection.vendor == "postgresql"
     merged: list[tuple[str, str, str, str, int]] = []
@@ -142,7 +189,7 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
         for chunk in chunks:
             rows: list[tuple[Any, ...]] = []
             mine: dict[tuple[int, Any, str], Tally] = {}
-            for (span, start, digest), group, tally in chunk:
+            for (span, start, digest), group, level, tally in chunk:
                 bucket = adapt(at_ms_to_datetime(start))
                 mine[(span, bucket, digest)] = tally
                 rows.append(
@@ -151,11 +198,14 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                         bucket,
                         digest,
                         *group,
+                        level,
                         tally.requests,
                         tally.prompt_tokens,
                         tally.completion_tokens,
                         tally.cached_tokens,
                         tally.out_of_range,
+                        tally.errors,
+                        tally.aborted,
                         *tally.texts(),
                     )
                 )
@@ -171,7 +221,7 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                 if requests == tally.requests:
                     continue  # created by this statement, with this batch's distributions
                 stored = Tally()
-                stored.merge_texts(*row[9:])
+                stored.merge_texts(*row[_RETURNED_TEXTS:])
                 stored.merge(tally)
                 merged.append((*stored.texts(), row_id))
         if merged and arrays:
@@ -187,12 +237,14 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
 _COUNTER_SET = ", ".join(f"{c} = {TABLE}.{c} + excluded.{c}" for c in COUNTERS)
 _CONFLICT = f" ON CONFLICT ({', '.join(_KEY)}) DO UPDATE SET {_COUNTER_SET}"
 _RETURNING = " RETURNING " + ", ".join(("id", *_KEY, *COUNTERS, *_TEXTS))
+_RETURNED_TEXTS = 1 + len(_KEY) + len(COUNTERS)
 # PostgreSQL array types of _COLUMNS (the model's column types).
 _ARRAY_TYPES = (
     "integer",
     "timestamptz",
     *("varchar",) * 6,  # group_key, model, route, replica, via_api_key, outcome
-    *("bigint",) * 5,
+    "smallint",  # level
+    *("bigint",) * 7,
     *("text",) * 4,
 )
 _UNNEST_UPSERT = (

@@ -6,7 +6,11 @@ requests, token sums, errors, aborts by reason, and the latency distributions me
 bucket by bucket (never averaged percentiles): each percentile is a bucket midpoint
 within ``RELATIVE_ERROR`` (1/64) of the nearest-rank percentile of the values. Minute
 buckets read the minute rollups; hour and day buckets read the hour rollups (a day is
-a UTC day). It costs O(rollup rows in the range), whatever the archive holds.
+a UTC day). It costs O(rollup rows in the range), whatever the archive holds; and each
+step reads the coarsest rollup level that keeps what it groups, filters and prices by
+(``rollups.LEVELS``): an answer by model, or by nothing, reads a row per model or per
+bucket, not every group's (the latency merged by nothing: one stored distribution per
+bucket and time, none merged at the rollup's own bucket width).
 
 Cost (``core.prices``): each rollup row's token sums are priced at its model's price in
 force at the row's bucket (a price takes effect on a whole hour, so every row has one);
@@ -30,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
-from django.db.models import BigIntegerField, Min, Q, Sum
+from django.db.models import BigIntegerField, Min, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
@@ -38,6 +42,7 @@ from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PriceBook
 from ..core.rollup import TIMES, Tally, stored_distribution
 from .export import Echo
+from .rollups import LEVELS
 
 __all__ = [
     "BUCKETS",
@@ -63,7 +68,15 @@ DIMENSIONS = {
 }
 """What a usage answer may be grouped and filtered by -> the rollup column."""
 PERCENTILES = (50, 95, 99)
-_SUMMED = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "out_of_range")
+_SUMMED = (
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "out_of_range",
+    "errors",
+    "aborted",
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -98,8 +111,8 @@ class UsageRow:
         for name in names:
             distribution = getattr(self.tally, name)
             summary: dict[str, float | int | None] = {"count": distribution.count}
-            for p in PERCENTILES:
-                summary[f"p{p}"] = distribution.quantile(p)
+            for p, value in zip(PERCENTILES, distribution.quantiles(PERCENTILES), strict=True):
+                summary[f"p{p}"] = value
             result[f"{name}_s"] = summary
         return result
 
@@ -199,6 +212,12 @@ def _abort_sums_in_python(texts: Any, n: int) -> Iterable[tuple[Any, ...]]:
             yield (*values[: 1 + n], reason, count)
 
 
+def level_keeping(columns: Iterable[str]) -> int:
+    """The coarsest rollup level whose rows keep every one of the group ``columns``."""
+    needed = set(columns)
+    return max(level for level, kept in LEVELS.items() if needed <= set(kept))
+
+
 def _fetch(queryset: Any, *, raw: bool) -> Iterable[tuple[Any, ...]]:
     """The queryset's rows as tuples: ``raw``, straight from the cursor, without
     Django's per-value converters (half the time of a large answer; the columns are
@@ -250,8 +269,9 @@ def usage(
     group. ``per_bucket=False`` sums each group over the whole range instead (one row
     per group, its ``bucket`` the range's start). ``latency`` names the distributions
     to merge (any of ``TIMES``; the others stay empty): they cost most, since every
-    bucket count of every rollup row in the range is merged in Python
-    (docs/benchmarks.md, "Usage API")."""
+    bucket count of every rollup row read is merged in Python; by model or by nothing
+    that is a row per model or per bucket (``level_keeping``), by any other label every
+    group's row (docs/benchmarks.md, "Usage API")."""
     from ..models import Rollup
 
     if bucket not in BUCKETS:
@@ -314,16 +334,19 @@ def usage(
     replica_buckets: set[tuple[Any, int]] = set()
     share = 1.0 if width >= 3600 else width / 3600
     sums = {f"sum_{name}": Cast(Sum(name), BigIntegerField()) for name in _SUMMED}
-    for outcome in ("error", "aborted"):
-        total = Sum("requests", filter=Q(outcome=outcome), default=0)
-        sums[f"sum_{outcome}"] = Cast(total, BigIntegerField())
+    filtered = [DIMENSIONS[name] for name in filters]
+    # What the answer's groups and filters need: the level for the abort reasons and
+    # the latency; the counters' may need the model (prices) and the replica too.
+    grouped_level = level_keeping([*columns, *filtered])
+    counted = rows.filter(level=level_keeping(keys[1:] + filtered))
+    rows = rows.filter(level=grouped_level)
     if epoch is None:
-        summed = rows.order_by().values_list(*keys).annotate(**sums)
+        summed = counted.order_by().values_list(*keys).annotate(**sums)
     else:
         # Grouped by the stored bucket, not by its epoch: the rows come in that order
-        # (an index-only scan of ``ferrox_rollup_counters``), so no sort is needed.
+        # (an index-only scan of ``ferrox_rollup_level_counters``), so no sort is needed.
         first_s = Cast(Min(RawSQL(epoch, ())), BigIntegerField())
-        by_bucket = rows.order_by().values("bucket", *keys[1:])
+        by_bucket = counted.order_by().values("bucket", *keys[1:])
         summed = by_bucket.annotate(first_s=first_s, **sums)
         summed = summed.values_list("first_s", *keys[1:], *sums)
     for values in _fetch(summed, raw=epoch is not None):
@@ -349,12 +372,19 @@ def usage(
             hourly = prices.hourly(values[replica_at], (at_s - at_s % 3600) * 1000)
             if hourly is not None:
                 row.replica_cost = _plus(row.replica_cost, hourly * share)
-    # 2. Abort reasons, from the rows that have any (only aborted ones do): summed by
-    # the database out of their JSON where it can, else each distinct text parsed once.
-    reasons = rows.filter(outcome="aborted").exclude(aborts="").order_by()
+    # 2. Abort reasons, from the rows that have any (only aborted groups, and merged
+    # rows holding one): summed by the database out of their JSON where that returns
+    # fewer rows than it reads (every group's); a merged level has a row per cell
+    # already, so each distinct text is parsed once in Python (the database's sum
+    # would cost its planner's guess of 100 reasons a row: a parallel, JIT-compiled
+    # plan of 80 ms for 3 600 rows).
+    reasons = rows.exclude(aborts="").order_by()
     texts = reasons.values_list(at, *columns, "aborts")
-    vendor = connections[rows.db].vendor if epoch is not None else ""
-    for values in _abort_sums(texts, [at, *columns], vendor):
+    if epoch is not None and grouped_level == 0:
+        reason_sums = _abort_sums(texts, [at, *columns], connections[rows.db].vendor)
+    else:
+        reason_sums = _abort_sums_in_python(_fetch(texts, raw=epoch is not None), n)
+    for values in reason_sums:
         aborts = cell(seconds(values[0]), values[1 : 1 + n]).tally.aborts
         reason, count = values[-2], values[-1]
         aborts[reason] = aborts.get(reason, 0) + count
@@ -364,8 +394,13 @@ def usage(
         for values in _fetch(texts, raw=epoch is not None):
             tally = cell(seconds(values[0]), values[1 : 1 + n]).tally
             for name, text in zip(distributions, values[1 + n :], strict=True):
-                if text:
-                    getattr(tally, name).merge(stored_distribution(text))
+                if not text:
+                    continue
+                stored, merged = stored_distribution(text), getattr(tally, name)
+                if merged.count:
+                    merged.merge(stored)
+                else:  # the cell's first (at the rollup's width, its only) row
+                    setattr(tally, name, stored)
     ordered = [cells[key] for key in sorted(cells, key=_order)]
     return Usage(
         start, end, bucket, grouped, ordered, replica_costed=replica_costed, latency=distributions

@@ -43,7 +43,7 @@ from bisect import bisect_left, bisect_right
 # The C tally behind ``Counter.update(iterable)``, into any dict (pure Python where the
 # C module is missing): counts a batch's bucket indexes with no Python-level loop.
 from collections import _count_elements  # type: ignore[attr-defined]
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from itertools import repeat
 from operator import add, rshift
@@ -497,6 +497,34 @@ class Distribution:
             if rank <= seen:
                 return bucket_midpoint(index)
         raise AssertionError("unreachable: rank <= count")  # pragma: no cover
+
+    def quantiles(self, percentiles: Sequence[float]) -> list[float | None]:
+        """``quantile`` of each of ``percentiles``, from one pass over the buckets."""
+        for percentile in percentiles:
+            if not 0 < percentile <= 100:
+                raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
+        count = self.count
+        if not count:
+            return [None] * len(percentiles)
+        ranks = [
+            max(math.ceil(Fraction(p).limit_denominator(1_000_000) * count / 100), 1)
+            for p in percentiles
+        ]
+        result: list[float | None] = [None] * len(ranks)
+        pending = sorted(range(len(ranks)), key=ranks.__getitem__)
+        seen, at = self.zeros, 0
+        while at < len(pending) and ranks[pending[at]] <= seen:
+            result[pending[at]] = 0.0
+            at += 1
+        counts = self.counts
+        for index in sorted(counts):
+            if at == len(pending):
+                break
+            seen += counts[index]
+            while at < len(pending) and ranks[pending[at]] <= seen:
+                result[pending[at]] = bucket_midpoint(index)
+                at += 1
+        return result
 
     def count_at_most(self, bound: float) -> int:
         """How many values are in buckets whose upper bound is <= ``bound``.

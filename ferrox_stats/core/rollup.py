@@ -35,7 +35,13 @@ from .requests import Record
 K = TypeVar("K", bound=Hashable)
 _NONE = type(None)
 
-__all__ = ["MAX_SECONDS", "MAX_TOKENS", "TIMES", "Tally", "stored_distribution"]
+__all__ = [
+    "MAX_SECONDS",
+    "MAX_TOKENS",
+    "TIMES",
+    "Tally",
+    "stored_distribution",
+]
 
 MAX_TOKENS = 2**40
 """The largest token count a record adds to a sum (about 10**12; real requests: < 10**7)."""
@@ -134,10 +140,12 @@ class Tally:
     """The sums of one rollup cell; see the module docstring."""
 
     __slots__ = (
+        "aborted",
         "aborts",
         "cached_tokens",
         "completion_tokens",
         "duration",
+        "errors",
         "out_of_range",
         "prompt_tokens",
         "requests",
@@ -151,6 +159,10 @@ class Tally:
         self.completion_tokens = 0
         self.cached_tokens = 0
         self.out_of_range = 0
+        # The requests of the error and of the aborted outcome: the caller's to count
+        # (the archive's outcome, ``archive.rows.outcome``); ``merge`` sums them.
+        self.errors = 0
+        self.aborted = 0
         self.aborts: dict[str, int] = {}
         self.duration = Distribution()
         self.ttft = Distribution()
@@ -195,6 +207,8 @@ class Tally:
         self.completion_tokens += other.completion_tokens
         self.cached_tokens += other.cached_tokens
         self.out_of_range += other.out_of_range
+        self.errors += other.errors
+        self.aborted += other.aborted
         for reason, n in other.aborts.items():
             self.aborts[reason] = self.aborts.get(reason, 0) + n
         self.duration.merge(other.duration)
@@ -230,9 +244,9 @@ class Tally:
         self.tpot.merge(stored_distribution(tpot))
 
     @classmethod
-    def stored(cls, counters: tuple[int, int, int, int, int], texts: tuple[str, ...]) -> Tally:
+    def stored(cls, counters: Sequence[int], texts: tuple[str, ...]) -> Tally:
         """The tally a stored row holds: ``(requests, prompt, completion, cached,
-        out_of_range)`` and what ``texts`` wrote."""
+        out_of_range[, errors, aborted])`` and what ``texts`` wrote."""
         tally = cls()
         (
             tally.requests,
@@ -240,7 +254,9 @@ class Tally:
             tally.completion_tokens,
             tally.cached_tokens,
             tally.out_of_range,
-        ) = counters
+        ) = counters[:5]
+        if len(counters) > 5:
+            tally.errors, tally.aborted = counters[5:]
         aborts, duration, ttft, tpot = texts
         tally.merge_texts(aborts, duration, ttft, tpot)
         return tally

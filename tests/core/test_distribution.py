@@ -454,3 +454,18 @@ def test_many_values_at_once_land_in_the_buckets_bucket_index_names() -> None:
     top = Distribution()
     top.add_many([1.0] * 15 + [sys.float_info.max])
     assert top.counts == {bucket_index(1.0): 15, MAX_INDEX: 1}
+
+
+@given(
+    st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), max_size=60),
+    st.lists(st.sampled_from([0.1, 1, 25, 50, 90, 95, 99, 99.9, 100]), max_size=6),
+)
+def test_quantiles_in_one_pass_equal_each_quantile(values: list[float], ps: list[float]) -> None:
+    distribution = Distribution()
+    distribution.add_many(values)
+    assert distribution.quantiles(ps) == [distribution.quantile(p) for p in ps]
+
+
+def test_quantiles_refuse_a_percentile_out_of_range() -> None:
+    with pytest.raises(ValueError, match="percentile"):
+        Distribution().quantiles([50, 0])
