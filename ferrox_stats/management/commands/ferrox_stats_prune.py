@@ -22,7 +22,9 @@ class Command(BaseCommand):
     help = (
         "Delete archived finished requests and dead letters older than the retention "
         "period, oldest first, in bounded batches, and usage rollups older than theirs "
-        "(ROLLUP_MINUTE_DAYS, ROLLUP_HOUR_DAYS). Safe while the archiver writes; one "
+        "(ROLLUP_MINUTE_DAYS, ROLLUP_HOUR_DAYS). On a partitioned archive (PostgreSQL, "
+        "migration 0013) the day partitions that end before the cutoff are detached and "
+        "dropped whole instead of deleted row by row. Safe while the archiver writes; one "
         "prune runs at a time."
     )
 
