@@ -9,8 +9,8 @@ buckets read the minute rollups; hour and day buckets read the hour rollups (a d
 a UTC day). It costs O(rollup rows in the range), whatever the archive holds; and each
 step reads the coarsest rollup level that keeps what it groups, filters and prices by
 (``rollups.LEVELS``): an answer by model, or by nothing, reads a row per model or per
-bucket, not every group's (the latency merged by nothing: one stored distribution per
-bucket and time, none merged at the rollup's own bucket width).
+bucket, not every group's (so at the rollups' own width, hour or minute, each of its
+distributions is one stored distribution read, none merged).
 
 Cost (``core.prices``): each rollup row's token sums are priced at its model's price in
 force at the row's bucket (a price takes effect on a whole hour, so every row has one);
@@ -214,6 +214,8 @@ def _abort_sums_in_python(texts: Any, n: int) -> Iterable[tuple[Any, ...]]:
 
 def level_keeping(columns: Iterable[str]) -> int:
     """The coarsest rollup level whose rows keep every one of the group ``columns``."""
+    # The levels are a chain (each keeps a part of what the one before keeps): the
+    # highest that keeps them all has the fewest rows.
     needed = set(columns)
     return max(level for level, kept in LEVELS.items() if needed <= set(kept))
 
