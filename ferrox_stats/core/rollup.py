@@ -56,6 +56,7 @@ _encode_sorted = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
 _INT = "(?:0|-?[1-9][0-9]*)"
 _PAIRS = re.compile(f"{_INT}(?:,{_INT})*")
+_decode_ints = json.JSONDecoder().decode
 
 
 def stored_distribution(text: str) -> Distribution:
@@ -65,15 +66,17 @@ def stored_distribution(text: str) -> Distribution:
         return result
     try:
         zeros, total, pairs = text.split(";")
-        numbers = list(map(int, pairs.split(","))) if pairs else []
         result.zeros, result.total = int(zeros), float(total)
-    except ValueError:
+        canonical = not pairs or _PAIRS.fullmatch(pairs) is not None
+        # JSON's C parser reads canonical integers twice as fast as int() each.
+        numbers: list[int] = _decode_ints(f"[{pairs}]") if pairs and canonical else []
+    except ValueError:  # too many digits for int() or JSON too
         raise ValueError(f"not a stored distribution: {text[:40]!r}") from None
     indices, counts = numbers[0::2], numbers[1::2]
     if not (
         # Canonical numbers only (int() and float() take " 1", "+1", "1_0", "1e0"...),
         # indexes ascending (no bucket twice), counts and zeros in range.
-        (not pairs or _PAIRS.fullmatch(pairs) is not None)
+        canonical
         and str(result.zeros) == zeros
         and repr(result.total) == total
         and len(indices) == len(counts)

@@ -78,6 +78,11 @@ def test_a_stored_distribution_reads_back_exactly(values: list[float]) -> None:
         "1;1e0;5,1",
         "01;1.0;5,1",
         "0;1.0;999999999,1",
+        "1;1.0;-0,1",
+        "1;1.0;5,1e0",
+        "1;1.0;5,1,",
+        "1;1.0;[5,1]",
+        "1;1.0;5," + "9" * 5000,  # more digits than int() (and JSON) read
     ],
 )
 def test_a_stored_distribution_refuses_what_it_cannot_be(text: str) -> None:
