@@ -42,7 +42,7 @@ from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PriceBook
 from ..core.rollup import TIMES, Tally, stored_distribution
 from .export import Echo
-from .rollups import LEVELS
+from .rollups import COUNTERS, LEVELS
 
 __all__ = [
     "BUCKETS",
@@ -68,15 +68,7 @@ DIMENSIONS = {
 }
 """What a usage answer may be grouped and filtered by -> the rollup column."""
 PERCENTILES = (50, 95, 99)
-_SUMMED = (
-    "requests",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "out_of_range",
-    "errors",
-    "aborted",
-)
+_SUMMED = COUNTERS  # the counters loop below unpacks the sums in this order
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
