@@ -188,22 +188,33 @@ class ResendUnread(httpx.BaseTransport):
 
     A uvicorn worker that reached gunicorn's ``max_requests`` closes the connections it
     has accepted but not yet read a request from (``H11Protocol.shutdown``: a request in
-    progress is finished and answered first). The client then sees "Server disconnected
-    without sending a response" on a request no worker saw, so sending it again counts
-    nothing twice, as a load balancer or Prometheus' next scrape would. Any other error,
-    and a third such close in a row, is raised.
+    progress is finished and answered first). The client sees one of two things, by
+    whether its request had reached the worker's socket when it closed: "Server
+    disconnected without sending a response" (closed first: a FIN), or "Connection reset
+    by peer" (the kernel answers a close over unread bytes with a RST). Either way no
+    worker read the request, so sending it again counts nothing twice, as a load
+    balancer or Prometheus' next scrape would. Any other error, and a third such close
+    in a row, is raised.
     """
 
     def __init__(self) -> None:
         self.inner = httpx.HTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
         self.resent = 0
 
+    @staticmethod
+    def closed_unread(error: httpx.TransportError) -> bool:
+        if isinstance(error, httpx.RemoteProtocolError):
+            return "without sending a response" in str(error)
+        if isinstance(error, httpx.ReadError | httpx.WriteError):
+            return "Connection reset by peer" in str(error)
+        return False
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         for attempt in range(3):
             try:
                 return self.inner.handle_request(request)
-            except httpx.RemoteProtocolError as error:
-                if "without sending a response" not in str(error) or attempt == 2:
+            except httpx.TransportError as error:
+                if not self.closed_unread(error) or attempt == 2:
                     raise
                 self.resent += 1
         raise AssertionError("unreachable")
