@@ -174,6 +174,89 @@ def test_each_hour_is_priced_at_the_price_in_force_and_a_day_sums_its_hours() ->
     ]
 
 
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3 * 24 * 60 - 1),  # minute of three days
+            st.sampled_from(["a", "b", None]),  # model ("b" has no price)
+            st.sampled_from(["k1", "k2", None]),  # key
+            st.integers(0, 5000),  # prompt tokens
+            st.integers(0, 800),  # completion tokens
+            st.integers(0, 5000),  # cached tokens (of the prompt's: at most those)
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from(["hour", "day"]),
+    st.sampled_from([(), ("key",), ("model", "key")]),
+    st.booleans(),
+)
+def test_the_database_prices_and_buckets_what_each_request_costs(
+    requests: list[tuple[int, str | None, str | None, int, int, int]],
+    bucket: str,
+    group_by: tuple[str, ...],
+    per_bucket: bool,
+) -> None:
+    # The oracle: each request priced on its own at the price in force at its hour
+    # (a price change at 01:00 and one at the start of the second day), summed per
+    # answered bucket and group; the answer prices each rollup row in SQL and sums
+    # whole days or the whole range in SQL too.
+    FinishedRequest.objects.all().delete()
+    Rollup.objects.all().delete()
+    table = {
+        "a": [
+            {"from": "2026-01-01T00:00Z", "input": 1.0, "output": 2.0, "cached": 0.5},
+            {"from": "2026-01-01T01:00Z", "input": 3.0, "output": 7.0},
+            {"from": "2026-01-02T00:00Z", "input": 0.0, "output": 0.0},
+        ]
+    }
+    book = priced(table)
+    records = [
+        make_record(
+            at_ms=at(minute * MINUTE), model=model, via_api_key=key,
+            prompt_tokens=prompt, completion_tokens=completion,
+            cached_tokens=min(cached, prompt),
+        )
+        for minute, model, key, prompt, completion, cached in requests
+    ]  # fmt: skip
+    archive(*records)
+    width = {"hour": HOUR, "day": DAY}[bucket]
+    want: dict[tuple[object, ...], list[object]] = {}
+    for record in records:
+        moment = START + timedelta(milliseconds=record.at_ms - BASE_AT_MS)
+        start = START + (moment - START) // width * width if per_bucket else START
+        labels = {"key": record.via_api_key, "model": record.model}
+        key = (start, *(labels[name] for name in group_by))
+        cost = book.token_cost(  # type: ignore[attr-defined]
+            record.model,
+            record.at_ms - record.at_ms % 3_600_000,
+            record.prompt_tokens,
+            record.completion_tokens,
+            record.cached_tokens,
+        )
+        sums = want.setdefault(key, [None, 0, 0])
+        sums[0] = sums[0] if cost is None else (sums[0] or 0.0) + cost  # type: ignore[operator]
+        sums[1] += cost is None  # type: ignore[operator]
+        sums[2] += 1  # type: ignore[operator]
+    answer = usage(
+        START,
+        START + 3 * DAY,
+        bucket=bucket,
+        group_by=group_by,
+        prices=book,  # type: ignore[arg-type]
+        per_bucket=per_bucket,
+    )
+    got = {
+        (row.bucket, *row.group.values()): [row.cost, row.unpriced_requests, row.tally.requests]
+        for row in answer.rows
+    }
+    assert got.keys() == want.keys()
+    for key, (cost, unpriced, count) in want.items():
+        expected = None if cost is None else pytest.approx(cost, rel=1e-12, abs=1e-12)
+        assert got[key] == [expected, unpriced, count], key
+
+
 def test_without_prices_nothing_costs_anything_known() -> None:
     archive(make_record(at_ms=at(MINUTE), model="a"))
     [row] = usage(START, START + HOUR).rows
@@ -298,10 +381,23 @@ def test_abort_reasons_summed_by_the_database_equal_those_summed_in_python() -> 
     )
     by_database = sorted(module._abort_sums(texts, ["at_s", "via_api_key"], connection.vendor))
     summed: dict[tuple[object, ...], int] = {}
-    for *key, count in module._abort_sums_in_python(texts, 1):
+    for *key, count in module._abort_sums_in_python(texts, 2):
         summed[tuple(key)] = summed.get(tuple(key), 0) + count
     assert by_database == sorted((*key, count) for key, count in summed.items())
     assert sum(count for *_, count in by_database) == 30
+    # Summed over every bucket (an answer over the whole range): by key alone.
+    keyed = texts.values_list("via_api_key", "aborts")
+    by_key = sorted(module._abort_sums(keyed, ["via_api_key"], connection.vendor))
+    assert by_key == sorted(
+        (key, reason, sum(c for (_, k, r), c in summed.items() if (k, r) == (key, reason)))
+        for key, reason in {(k, r) for _, k, r in summed}
+    )
+    # And over nothing at all.
+    assert sorted(module._abort_sums(texts.values_list("aborts"), [], connection.vendor)) == [
+        ("client_disconnect", 10),
+        ("explicit", 10),
+        ("timeout", 10),
+    ]
 
 
 def _scans(plan: dict[str, object]) -> list[dict[str, object]]:

@@ -28,21 +28,22 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
-from django.db.models import BigIntegerField, Min, Sum
+from django.db.models import BigIntegerField, Case, F, FloatField, Min, Q, Sum, Value, When
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Greatest, Least
 
 from ..core.distribution import RELATIVE_ERROR
-from ..core.prices import PriceBook
+from ..core.prices import PER_TOKENS, PriceBook
 from ..core.rollup import TIMES, Tally, stored_distribution
 from .export import Echo
 from .rollups import COUNTERS, LEVELS
+from .rows import at_ms_to_datetime
 
 __all__ = [
     "BUCKETS",
@@ -170,21 +171,21 @@ def _epoch_sql(vendor: str) -> str | None:
 
 
 def _abort_sums(texts: Any, names: list[str], vendor: str) -> Iterable[tuple[Any, ...]]:
-    """``(bucket, *group, reason, count)`` summed over the ``texts`` rows ``(bucket,
-    *group, aborts)`` (their columns ``names``): by the database's JSON functions on
-    PostgreSQL and SQLite (a few rows per bucket come back, not one per aborted rollup
-    row), elsewhere in Python."""
+    """``(*keys, reason, count)`` summed over the ``texts`` rows ``(*keys, aborts)``
+    (the keys' columns ``names``: the bucket and the group, or the group alone): by the
+    database's JSON functions on PostgreSQL and SQLite (a few rows per bucket come back,
+    not one per aborted rollup row), elsewhere in Python."""
     if vendor == "postgresql":
         each, value = "jsonb_each_text(t.aborts::jsonb)", "CAST(j.value AS bigint)"
     elif vendor == "sqlite":
         each, value = "json_each(t.aborts)", "CAST(j.value AS INTEGER)"
     else:
-        return _abort_sums_in_python(texts, len(names) - 1)
+        return _abort_sums_in_python(texts, len(names))
     sql, params = texts.query.sql_with_params()
-    kept = ", ".join(f't."{name}"' for name in names)
+    kept = "".join(f't."{name}", ' for name in names)
     statement = (
-        f"SELECT {kept}, j.key, SUM({value}) FROM ({sql}) AS t "
-        f"CROSS JOIN {each} AS j GROUP BY {kept}, j.key"
+        f"SELECT {kept}j.key, SUM({value}) FROM ({sql}) AS t "
+        f"CROSS JOIN {each} AS j GROUP BY {kept}j.key"
     )
     with connections[texts.db].cursor() as cursor:
         cursor.execute(statement, params)
@@ -192,6 +193,7 @@ def _abort_sums(texts: Any, names: list[str], vendor: str) -> Iterable[tuple[Any
 
 
 def _abort_sums_in_python(texts: Any, n: int) -> Iterable[tuple[Any, ...]]:
+    """``_abort_sums`` by parsing each distinct text once (``n`` key columns)."""
     read: dict[str, list[tuple[str, int]]] = {}
     for values in texts:
         text = values[-1]
@@ -201,7 +203,38 @@ def _abort_sums_in_python(texts: Any, n: int) -> Iterable[tuple[Any, ...]]:
             stored.merge_texts(text, "", "", "")
             counts = read[text] = list(stored.aborts.items())
         for reason, count in counts:
-            yield (*values[: 1 + n], reason, count)
+            yield (*values[:n], reason, count)
+
+
+def _token_cost_sums(prices: PriceBook) -> dict[str, Any]:
+    """Two sums that price each rollup row's tokens in the database (so that no answer
+    is split by model to be priced in Python): ``cost``, NULL while no row summed had a
+    price, and ``unpriced``, the requests of the rows that had none. A row's price is
+    its model's in force at its bucket (a price starts on a whole hour: a minute or an
+    hour row has one), applied to its token sums as ``ModelPrice.cost`` applies it."""
+    prompt = Cast("prompt_tokens", FloatField())
+    completion = Cast("completion_tokens", FloatField())
+    cached = Least(Greatest(Cast("cached_tokens", FloatField()), Value(0.0)), prompt)
+    costs, priced = [], []
+    for model, from_ms, until_ms, price in prices.model_periods():
+        when = Q(model=model, bucket__gte=at_ms_to_datetime(from_ms))
+        if until_ms is not None:
+            when &= Q(bucket__lt=at_ms_to_datetime(until_ms))
+        cached_rate = price.input if price.cached is None else price.cached
+        cost = (
+            (prompt - cached) * Value(price.input)
+            + cached * Value(cached_rate)
+            + completion * Value(price.output)
+        ) / Value(float(PER_TOKENS))
+        costs.append(When(when, then=cost))
+        priced.append(When(when, then=Value(0)))
+    return {
+        "cost": Sum(Case(*costs, default=Value(None), output_field=FloatField())),
+        "unpriced": Cast(
+            Sum(Case(*priced, default=F("requests"), output_field=BigIntegerField())),
+            BigIntegerField(),
+        ),
+    }
 
 
 def level_keeping(columns: Iterable[str]) -> int:
@@ -318,35 +351,60 @@ def usage(
             row = cells[key] = UsageRow(moment, dict(zip(grouped, group, strict=True)))
         return row
 
-    # 1. The counters, summed by the database per rollup bucket and group, errors and
-    # aborts by the outcome, per model where tokens are priced (a model's price prices
-    # them), per replica where its hours are costed.
     by_model, by_replica = prices.prices_tokens, replica_costed
-    keys = [at, *columns, *(["model"] if by_model else []), *(["replica"] if by_replica else [])]
-    model_at, replica_at = 1 + n, len(keys) - 1
+    # How the database keys the sums in time (the answer's buckets where it can, so
+    # that it returns a row per answered cell): by nothing over the whole range
+    # (``per_bucket=False``), by the answer's bucket where it is wider than the
+    # rollups' (days of hour rows), else by the stored bucket. The replicas' hours are
+    # costed per rollup bucket a replica served in, so then by the stored bucket.
+    timed: list[str]
+    at_of: Callable[[Any], int]
+    if epoch is None:
+        timed, at_of = [at], seconds
+    elif not by_replica and not per_bucket:
+        timed, at_of = [], _int  # (no time column: every row is at ``first``)
+    elif not by_replica and width > 3600:
+        rows = rows.annotate(step=RawSQL(f"(({epoch}) - %s) / %s", (first, width)))
+        timed, at_of = ["step"], lambda step: first + step * width
+    else:
+        timed, at_of = ["at_s"], _int
+    lead = len(timed)
+
+    # 1. The counters, summed by the database per bucket and group, errors and aborts
+    # by the outcome, the tokens priced too (each row at its model's price:
+    # ``_token_cost_sums``), per replica where its hours are costed.
+    keys = [*columns, *(["replica"] if by_replica else [])]
+    replica_at = lead + len(keys) - 1
     # Each (replica, rollup bucket) is costed once, however many groups it holds.
     replica_buckets: set[tuple[Any, int]] = set()
     share = 1.0 if width >= 3600 else width / 3600
     sums = {f"sum_{name}": Cast(Sum(name), BigIntegerField()) for name in _SUMMED}
+    if by_model:
+        sums.update(_token_cost_sums(prices))
     filtered = [DIMENSIONS[name] for name in filters]
     # What the answer's groups and filters need: the level for the abort reasons and
     # the latency; the counters' may need the model (prices) and the replica too.
     grouped_level = level_keeping([*columns, *filtered])
-    counted = rows.filter(level=level_keeping(keys[1:] + filtered))
-    rows = rows.filter(level=grouped_level)
-    if epoch is None:
-        summed = counted.order_by().values_list(*keys).annotate(**sums)
-    else:
+    counted = rows.filter(
+        level=level_keeping([*keys, *filtered, *(["model"] if by_model else [])])
+    ).order_by()
+    if timed == ["at_s"]:
         # Grouped by the stored bucket, not by its epoch: the rows come in that order
         # (an index-only scan of ``ferrox_rollup_level_counters``), so no sort is needed.
+        assert epoch is not None
         first_s = Cast(Min(RawSQL(epoch, ())), BigIntegerField())
-        by_bucket = counted.order_by().values("bucket", *keys[1:])
-        summed = by_bucket.annotate(first_s=first_s, **sums)
-        summed = summed.values_list("first_s", *keys[1:], *sums)
+        summed = counted.values("bucket", *keys).annotate(first_s=first_s, **sums)
+        summed = summed.values_list("first_s", *keys, *sums)
+    else:
+        summed = counted.values(*timed, *keys).annotate(**sums)
+        summed = summed.values_list(*timed, *keys, *sums)
+    summed_at = lead + len(keys)
     for values in _fetch(summed, raw=epoch is not None):
-        at_s = seconds(values[0])
-        row = cell(at_s, values[1 : 1 + n])
-        requests, prompt, completion, cached, out_of_range, errors, aborted = values[len(keys) :]
+        at_s = at_of(values[0]) if lead else first
+        row = cell(at_s, values[lead : lead + n])
+        requests, prompt, completion, cached, out_of_range, errors, aborted = values[
+            summed_at : summed_at + len(_SUMMED)
+        ]
         tally = row.tally
         tally.requests += requests
         tally.prompt_tokens += prompt
@@ -355,12 +413,12 @@ def usage(
         tally.out_of_range += out_of_range
         row.errors += errors
         row.aborted += aborted
-        model = values[model_at] if by_model else None
-        cost = prices.token_cost(model, at_s * 1000, prompt, completion, cached)
-        if cost is None:
-            row.unpriced_requests += requests
+        if by_model:
+            cost, unpriced = values[-2:]
+            row.cost = _plus(row.cost, cost)
+            row.unpriced_requests += unpriced
         else:
-            row.cost = cost if row.cost is None else row.cost + cost
+            row.unpriced_requests += requests
         if by_replica and (values[replica_at], at_s) not in replica_buckets:
             replica_buckets.add((values[replica_at], at_s))
             hourly = prices.hourly(values[replica_at], (at_s - at_s % 3600) * 1000)
@@ -372,14 +430,15 @@ def usage(
     # already, so each distinct text is parsed once in Python (the database's sum
     # would cost its planner's guess of 100 reasons a row: a parallel, JIT-compiled
     # plan of 80 ms for 3 600 rows).
-    reasons = rows.exclude(aborts="").order_by()
-    texts = reasons.values_list(at, *columns, "aborts")
+    rows = rows.filter(level=grouped_level)
+    texts = rows.exclude(aborts="").order_by().values_list(*timed, *columns, "aborts")
     if epoch is not None and grouped_level == 0:
-        reason_sums = _abort_sums(texts, [at, *columns], connections[rows.db].vendor)
+        reason_sums = _abort_sums(texts, [*timed, *columns], connections[rows.db].vendor)
     else:
-        reason_sums = _abort_sums_in_python(_fetch(texts, raw=epoch is not None), n)
+        reason_sums = _abort_sums_in_python(_fetch(texts, raw=epoch is not None), lead + n)
     for values in reason_sums:
-        aborts = cell(seconds(values[0]), values[1 : 1 + n]).tally.aborts
+        at_s = at_of(values[0]) if lead else first
+        aborts = cell(at_s, values[lead : lead + n]).tally.aborts
         reason, count = values[-2], values[-1]
         aborts[reason] = aborts.get(reason, 0) + count
     # 3. The latency distributions asked for, merged row by row (what costs most).
@@ -397,7 +456,13 @@ def usage(
                     setattr(tally, name, stored)
     ordered = [cells[key] for key in sorted(cells, key=_order)]
     return Usage(
-        start, end, bucket, grouped, ordered, replica_costed=replica_costed, latency=distributions
+        start,
+        end,
+        bucket,
+        grouped,
+        ordered,
+        replica_costed=replica_costed,
+        latency=distributions,
     )
 
 

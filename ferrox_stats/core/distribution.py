@@ -45,7 +45,7 @@ from bisect import bisect_left, bisect_right
 from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
-from itertools import repeat
+from itertools import accumulate, repeat
 from operator import add, rshift
 from typing import Any
 
@@ -190,6 +190,14 @@ def bucket_lower(index: int) -> float:
     """The bucket's lower bound (excluded)."""
     octave, sub = divmod(index, SUB_BUCKETS)
     return math.ldexp(32 + sub, octave - 6)
+
+
+def _rank(percentile: float, count: int) -> int:
+    """The nearest rank of ``percentile`` among ``count`` values (at least 1), in exact
+    arithmetic as ``summary.nearest_rank`` computes it (integers need no Fraction)."""
+    if type(percentile) is int:
+        return max(-(-percentile * count // 100), 1)
+    return max(math.ceil(Fraction(percentile).limit_denominator(1_000_000) * count / 100), 1)
 
 
 def bucket_midpoint(index: int) -> float:
@@ -487,7 +495,7 @@ class Distribution:
         if not count:
             return None
         # Exact arithmetic, as in ``summary.nearest_rank``.
-        rank = max(math.ceil(Fraction(percentile).limit_denominator(1_000_000) * count / 100), 1)
+        rank = _rank(percentile, count)
         seen = self.zeros
         if rank <= seen:
             return 0.0
@@ -506,24 +514,15 @@ class Distribution:
         count = self.count
         if not count:
             return [None] * len(percentiles)
-        ranks = [
-            max(math.ceil(Fraction(p).limit_denominator(1_000_000) * count / 100), 1)
-            for p in percentiles
-        ]
-        result: list[float | None] = [None] * len(ranks)
-        pending = sorted(range(len(ranks)), key=ranks.__getitem__)
-        seen, at = self.zeros, 0
-        while at < len(pending) and ranks[pending[at]] <= seen:
-            result[pending[at]] = 0.0
-            at += 1
-        counts = self.counts
-        for index in sorted(counts):
-            if at == len(pending):
-                break
-            seen += counts[index]
-            while at < len(pending) and ranks[pending[at]] <= seen:
-                result[pending[at]] = bucket_midpoint(index)
-                at += 1
+        zeros, counts = self.zeros, self.counts
+        indices = sorted(counts)
+        # The running count at each bucket (C-level passes), then each rank's bucket
+        # by bisection: a few microseconds however many buckets are filled.
+        running = list(accumulate(map(counts.__getitem__, indices), initial=zeros))
+        result: list[float | None] = []
+        for percentile in percentiles:
+            at = bisect_left(running, _rank(percentile, count))
+            result.append(0.0 if at == 0 else bucket_midpoint(indices[at - 1]))
         return result
 
     def count_at_most(self, bound: float) -> int:

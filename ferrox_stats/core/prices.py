@@ -26,7 +26,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-__all__ = ["HOUR_MS", "HourlyCost", "ModelPrice", "PriceBook", "parse", "parse_moment_ms"]
+__all__ = [
+    "HOUR_MS",
+    "PER_TOKENS",
+    "HourlyCost",
+    "ModelPrice",
+    "PriceBook",
+    "parse",
+    "parse_moment_ms",
+]
 
 HOUR_MS = 3_600_000
 PER_TOKENS = 1_000_000
@@ -95,6 +103,16 @@ class PriceBook:
     @property
     def prices_replicas(self) -> bool:
         return bool(self._replicas)
+
+    def model_periods(self) -> list[tuple[str, int, int | None, ModelPrice]]:
+        """Every model price with the span it is in force: ``(model, from_ms, until_ms,
+        price)``, ``until_ms`` the next price's start (None: still in force)."""
+        periods = []
+        for model, schedule in self._models.items():
+            ends: list[int | None] = [*schedule.starts[1:], None]
+            for price, until_ms in zip(schedule.prices, ends, strict=True):
+                periods.append((model, price.from_ms, until_ms, price))
+        return periods
 
     def price(self, model: str | None, at_ms: int) -> ModelPrice | None:
         """The price of ``model``'s tokens in force at ``at_ms``, or None."""
