@@ -124,6 +124,19 @@ def merged_texts(
     return pool
 
 
+NO_ABORTS = (0, 0, 0)
+
+
+def stored_form(texts: tuple[str, str, str, str]) -> tuple[tuple[int, ...], str, str, str, str]:
+    """``texts`` as a row stores them: the known abort reasons' counts (their columns),
+    the other reasons' JSON, the distributions."""
+    from ferrox_stats.core.rollup import Tally
+
+    tally = Tally()
+    tally.merge_texts(*texts)
+    return (tally.known_aborts(), *tally.texts(known_aborts=False))
+
+
 def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> int:
     """COPY the rollups of ``days`` days before END; return the rows loaded."""
     from ferrox_stats.archive.rollups import group_key
@@ -145,10 +158,13 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
         for level, model in [(2, None), *((1, m) for m in MODELS)]
     }
     pools = {1: merged_texts(rng, texts, 20, 40), 2: merged_texts(rng, texts, 100, 20)}
+    stored = [stored_form(part) for part in texts]
+    stored_pools = {level: [stored_form(part) for part in pool] for level, pool in pools.items()}
     columns = (
         "span_s, bucket, group_key, model, route, replica, via_api_key, outcome, level, "
         "requests, prompt_tokens, completion_tokens, cached_tokens, out_of_range, errors, "
-        "aborted, aborts, duration, ttft, tpot"
+        "aborted, aborts_client_disconnect, aborts_explicit, aborts_timeout, aborts, "
+        "duration, ttft, tpot"
     )
     rows = 0
     start = END - timedelta(days=days)
@@ -161,7 +177,7 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                     # (level, model) -> requests, errors, aborted of the merged row.
                     merged: dict[tuple[int, str | None], list[int]] = {}
                     for group in rng.sample(groups, per_bucket):
-                        aborts, duration, ttft, tpot = rng.choice(texts)
+                        known, aborts, duration, ttft, tpot = rng.choice(stored)
                         requests = rng.randint(1, 400)
                         errors = requests if group[4] == "error" else 0
                         aborted = requests if group[4] == "aborted" else 0
@@ -175,6 +191,7 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                                 *counters(requests),
                                 errors,
                                 aborted,
+                                *(known if aborted else NO_ABORTS),
                                 aborts if aborted else "",
                                 duration,
                                 ttft,
@@ -188,7 +205,7 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                             sums[1] += errors
                             sums[2] += aborted
                     for (level, model), (requests, errors, aborted) in merged.items():
-                        aborts, duration, ttft, tpot = rng.choice(pools[level])
+                        known, aborts, duration, ttft, tpot = rng.choice(stored_pools[level])
                         copy.write_row(
                             (
                                 span,
@@ -203,6 +220,7 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                                 *counters(requests),
                                 errors,
                                 aborted,
+                                *(known if aborted else NO_ABORTS),
                                 aborts if aborted else "",
                                 duration,
                                 ttft,

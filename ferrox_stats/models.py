@@ -411,15 +411,23 @@ class Rollup(models.Model):
     # at level 0, summed over the groups merged at the others.
     errors = models.BigIntegerField(default=0)
     aborted = models.BigIntegerField(default=0)
+    # The aborted requests by the reasons every feeder gives (``core.rollup.KNOWN_ABORTS``):
+    # counters the database sums (and the covering index holds); any other reason is
+    # counted in ``aborts``.
+    aborts_client_disconnect = models.BigIntegerField(default=0)
+    aborts_explicit = models.BigIntegerField(default=0)
+    aborts_timeout = models.BigIntegerField(default=0)
     prompt_tokens = models.BigIntegerField(default=0)
     completion_tokens = models.BigIntegerField(default=0)
     cached_tokens = models.BigIntegerField(default=0)
     # Values left out of the sums and distributions (``core.rollup.MAX_TOKENS``...).
     out_of_range = models.BigIntegerField(default=0)
-    # Text, "" when empty: {abort reason: count} as JSON; the three latency
+    # Text, "" when empty: {abort reason: count} as JSON, of the reasons not counted
+    # in a column of their own (``aborts_*``); the three latency
     # distributions in seconds, each as ``zeros;sum;index,count,...`` (its non-empty
-    # buckets, ``core.rollup.Tally.texts``). Text, not jsonb:
-    # read back and merged in Python under the row's lock, never queried into.
+    # buckets, ``core.rollup.Tally.texts``). Text, not jsonb: read back and merged in
+    # Python under the row's lock (usage answers sum ``aborts`` by the database's JSON
+    # functions, from the rows that have any).
     aborts = models.TextField(blank=True, default="")
     duration = models.TextField(blank=True, default="")
     ttft = models.TextField(blank=True, default="")

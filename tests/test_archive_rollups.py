@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from ferrox_stats.archive import batch
 from ferrox_stats.archive.batch import write_batch
 from ferrox_stats.archive.rebuild import rebuild
-from ferrox_stats.archive.rollups import cells_of, group_key, upsert
+from ferrox_stats.archive.rollups import cells_of, group_key, stored_tally, upsert
 from ferrox_stats.archive.rows import Pending, datetime_to_at_ms
 from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.core.rollup import MAX_TOKENS, Tally
@@ -121,10 +121,7 @@ def assert_rollups_match_archive() -> None:
     assert set(stored) == set(expected)
     for key, row in stored.items():
         want = expected[key]
-        tally = Tally.stored(
-            (row.requests, row.prompt_tokens, row.completion_tokens, row.cached_tokens, 0),
-            (row.aborts, row.duration, row.ttft, row.tpot),
-        )
+        tally = stored_tally(row)
         assert row.group_key == group_key(key[3], key[2])  # type: ignore[arg-type]
         assert row.out_of_range == 0
         for name in (
@@ -308,12 +305,28 @@ def test_a_rebuild_leaves_hours_before_the_oldest_archived_row() -> None:
     assert group_rows().count() == 4
 
 
+def test_the_known_abort_reasons_are_counted_in_columns_any_other_in_the_json() -> None:
+    at = BASE_AT_MS
+    reasons = ["timeout", "client_disconnect", "client_disconnect", "explicit", "preempted"]
+    write_batch([Pending(n, make_record(at_ms=at, aborted=r), "i") for n, r in enumerate(reasons)])
+    write_batch([Pending(9, make_record(at_ms=at + 1, aborted="preempted"), "i")])
+    row = group_rows().get(span_s=60)
+    columns = (row.aborts_client_disconnect, row.aborts_explicit, row.aborts_timeout)
+    assert (columns, row.aborts) == ((2, 1, 1), '{"preempted":2}')
+    assert stored_tally(row).aborts == {
+        "client_disconnect": 2,
+        "explicit": 1,
+        "timeout": 1,
+        "preempted": 2,
+    }
+
+
 def test_an_existing_cell_merges_distributions_under_its_row() -> None:
     at = BASE_AT_MS
     write_batch([Pending(1, make_record(at_ms=at, duration_ms=100.0), "i")])
     write_batch([Pending(2, make_record(at_ms=at + 1, duration_ms=8000.0), "i")])
     row = group_rows().get(span_s=60)
-    tally = Tally.stored((row.requests, 0, 0, 0, 0), (row.aborts, row.duration, row.ttft, row.tpot))
+    tally = stored_tally(row)
     assert row.requests == 2
     assert tally.duration.count == 2
     assert tally.duration.quantile(100) == pytest.approx(8.0, rel=1 / 64)
@@ -399,18 +412,7 @@ def test_a_concurrent_upsert_waits_for_the_row_and_merges_what_it_committed() ->
     assert set(stored) == set(expected)
     for key, tally in expected.items():
         row = stored[key]
-        got = Tally.stored(
-            (
-                row.requests,
-                row.prompt_tokens,
-                row.completion_tokens,
-                row.cached_tokens,
-                row.out_of_range,
-                row.errors,
-                row.aborted,
-            ),
-            (row.aborts, row.duration, row.ttft, row.tpot),
-        )
+        got = stored_tally(row)
         assert_same_tally(got, tally)
         assert (got.errors, got.aborted) == (tally.errors, tally.aborted)
 

@@ -243,6 +243,7 @@ def test_0015_merges_the_rollups_written_before_it_as_the_writer_merges_them(
         importlib.import_module("ferrox_stats.migrations.0015_rollup_levels"), "CHUNK", 3
     )
 
+    from ferrox_stats.archive.rollups import stored_tally
     from ferrox_stats.core.rollup import Tally
     from ferrox_stats.models import Rollup
 
@@ -251,9 +252,7 @@ def test_0015_merges_the_rollups_written_before_it_as_the_writer_merges_them(
         for r in Rollup.objects.all():
             key = (r.span_s, r.bucket, r.level, r.group_key, r.model, r.replica, r.outcome)
             counters = (r.requests, r.prompt_tokens, r.completion_tokens, r.cached_tokens)
-            tally = Tally.stored(
-                (*counters, r.out_of_range), (r.aborts, r.duration, r.ttft, r.tpot)
-            )
+            tally = stored_tally(r)
             result[key] = ((*counters, r.errors, r.aborted), tally)
         return result
 
@@ -291,3 +290,67 @@ def test_0015_merges_the_rollups_written_before_it_as_the_writer_merges_them(
             a, b = getattr(got, name), getattr(tally, name)
             assert (a.zeros, a.counts) == (b.zeros, b.counts), (key, name)
             assert math.isclose(a.total, b.total, rel_tol=1e-12)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("rollups_on")
+def test_0016_moves_the_known_abort_reasons_into_their_columns_and_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+
+    from ferrox_stats.models import Rollup
+
+    # Pages of two rows: the keyset crosses pages.
+    monkeypatch.setattr(
+        importlib.import_module("ferrox_stats.migrations.0016_rollup_known_abort_reasons"),
+        "CHUNK",
+        2,
+    )
+    reasons = ("timeout", "client_disconnect", "explicit", "preempted", None)
+    write_batch(
+        [
+            Pending(
+                None,
+                make_record(at_ms=BASE_AT_MS + n * 11 * 60_000, aborted=reasons[n % 5]),
+                "inst",
+            )
+            for n in range(25)
+        ]
+    )
+
+    def by_row() -> dict[tuple[Any, ...], str]:
+        # Only columns 0015 has: the model's others are not in the table then.
+        rows = Rollup.objects.values_list("span_s", "bucket", "group_key", "aborts")
+        return {tuple(row[:3]): row[3] for row in rows}
+
+    def reasons_of(text: str) -> dict[str, int]:
+        return json.loads(text) if text else {}
+
+    columns = ("aborts_client_disconnect", "aborts_explicit", "aborts_timeout")
+    written = {
+        (r.span_s, r.bucket, r.group_key): ([getattr(r, c) for c in columns], r.aborts)
+        for r in Rollup.objects.all()
+    }
+    # The writer counts the known reasons in their columns, the others in the JSON.
+    assert all(set(reasons_of(text)) <= {"preempted"} for _, text in written.values())
+    assert sum(sum(known) for known, _ in written.values()) > 0
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("ferrox_stats", "0015_rollup_levels")])
+    before = by_row()
+    # Backwards every reason is in the JSON again, with its count.
+    for key, (known, text) in written.items():
+        want = reasons_of(text)
+        for reason, n in zip(("client_disconnect", "explicit", "timeout"), known, strict=True):
+            if n:
+                want[reason] = n
+        assert reasons_of(before[key]) == want, key
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrated = {
+        (r.span_s, r.bucket, r.group_key): ([getattr(r, c) for c in columns], r.aborts)
+        for r in Rollup.objects.all()
+    }
+    assert migrated == written

@@ -9,7 +9,9 @@ Each record is counted in its minute and in its hour (``models.Rollup``), under 
 group ``(model, route, replica, via_api_key, outcome)``; ``outcome`` is the archive's
 column (``rows.outcome``: aborted, else error for an error or HTTP status >= 400, else
 ok), so errors and aborts are the requests of those groups, and each aborted group
-counts its abort reasons (``Rollup.aborts``). Each bucket's groups are kept merged too,
+counts its abort reasons (each of ``core.rollup.KNOWN_ABORTS`` in a column of its own,
+``ABORT_COLUMNS``, summed by the database like the other counters; any other reason in
+``Rollup.aborts``). Each bucket's groups are kept merged too,
 at the coarser ``LEVELS``: per model, and in total (their dropped labels NULL, replica
 and outcome ""; errors and aborts counted in ``Rollup.errors``/``aborted``), so that an
 answer by model or by nothing reads a row per model or per bucket (``archive.usage``),
@@ -45,10 +47,11 @@ from typing import Any, cast
 from django.db import connections
 
 from ..core.requests import Record
-from ..core.rollup import Tally
+from ..core.rollup import KNOWN_ABORTS, Tally
 from .rows import at_ms_to_datetime, outcome
 
 __all__ = [
+    "ABORT_COLUMNS",
     "COUNTERS",
     "GROUP_FIELDS",
     "LEVELS",
@@ -58,6 +61,7 @@ __all__ = [
     "add",
     "cells_of",
     "group_key",
+    "stored_tally",
     "upsert",
 ]
 
@@ -78,6 +82,8 @@ Cell = tuple[int, int, int, Group]
 
 TABLE = "ferrox_stats_rollup"
 _KEY = ("span_s", "bucket", "group_key")
+ABORT_COLUMNS = tuple(f"aborts_{reason}" for reason in KNOWN_ABORTS)
+"""The columns counting each of ``KNOWN_ABORTS`` (``Rollup.aborts`` holds the others)."""
 COUNTERS = (
     "requests",
     "prompt_tokens",
@@ -86,11 +92,12 @@ COUNTERS = (
     "out_of_range",
     "errors",
     "aborted",
+    *ABORT_COLUMNS,
 )
 """The summed columns of a rollup row."""
 _TEXTS = ("aborts", "duration", "ttft", "tpot")
 _COLUMNS = (*_KEY, *GROUP_FIELDS, "level", *COUNTERS, *_TEXTS)
-# Rows per statement: 20 parameters each stays below SQLite's 32766 and PostgreSQL's
+# Rows per statement: 23 parameters each stays below SQLite's 32766 and PostgreSQL's
 # 65535 bound parameters.
 CHUNK = 500
 
@@ -166,6 +173,16 @@ def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
     return merged
 
 
+def stored_tally(row: Any) -> Tally:
+    """What a ``Rollup`` row holds, as one ``Tally`` (its counters, abort reasons from
+    both their columns and their JSON, distributions)."""
+    return Tally.stored(
+        [getattr(row, name) for name in COUNTERS[: -len(ABORT_COLUMNS)]],
+        (row.aborts, row.duration, row.ttft, row.tpot),
+        [getattr(row, name) for name in ABORT_COLUMNS],
+    )
+
+
 def add(records: Sequence[Record], using: str) -> None:
     """Add ``records`` (just archived, in this transaction) to the rollups."""
     if records:
@@ -206,7 +223,8 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                         tally.out_of_range,
                         tally.errors,
                         tally.aborted,
-                        *tally.texts(),
+                        *tally.known_aborts(),
+                        *tally.texts(known_aborts=False),
                     )
                 )
             if arrays:
@@ -223,7 +241,7 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                 stored = Tally()
                 stored.merge_texts(*row[_RETURNED_TEXTS:])
                 stored.merge(tally)
-                merged.append((*stored.texts(), row_id))
+                merged.append((*stored.texts(known_aborts=False), row_id))
         if merged and arrays:
             # Rows this transaction holds locked already: their order no longer matters.
             cursor.execute(_UNNEST_UPDATE, [list(c) for c in zip(*merged, strict=True)])
@@ -244,7 +262,7 @@ _ARRAY_TYPES = (
     "timestamptz",
     *("varchar",) * 6,  # group_key, model, route, replica, via_api_key, outcome
     "smallint",  # level
-    *("bigint",) * 7,
+    *("bigint",) * len(COUNTERS),
     *("text",) * 4,
 )
 _UNNEST_UPSERT = (

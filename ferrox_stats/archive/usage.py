@@ -40,7 +40,7 @@ from django.db.models.functions import Cast, Greatest, Least
 
 from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PER_TOKENS, PriceBook
-from ..core.rollup import TIMES, Tally, stored_distribution
+from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, stored_distribution
 from .export import Echo
 from .rollups import COUNTERS, LEVELS
 from .rows import at_ms_to_datetime
@@ -175,16 +175,17 @@ def _abort_sums(texts: Any, names: list[str], vendor: str) -> Iterable[tuple[Any
     (the keys' columns ``names``: the bucket and the group, or the group alone): by the
     database's JSON functions on PostgreSQL and SQLite (a few rows per bucket come back,
     not one per aborted rollup row), elsewhere in Python."""
+    # The sum cast back: PostgreSQL's sum of bigints is a numeric (a Decimal).
     if vendor == "postgresql":
-        each, value = "jsonb_each_text(t.aborts::jsonb)", "CAST(j.value AS bigint)"
+        each, value, cast = "jsonb_each_text(t.aborts::jsonb)", "CAST(j.value AS bigint)", "bigint"
     elif vendor == "sqlite":
-        each, value = "json_each(t.aborts)", "CAST(j.value AS INTEGER)"
+        each, value, cast = "json_each(t.aborts)", "CAST(j.value AS INTEGER)", "INTEGER"
     else:
         return _abort_sums_in_python(texts, len(names))
     sql, params = texts.query.sql_with_params()
     kept = "".join(f't."{name}", ' for name in names)
     statement = (
-        f"SELECT {kept}j.key, SUM({value}) FROM ({sql}) AS t "
+        f"SELECT {kept}j.key, CAST(SUM({value}) AS {cast}) FROM ({sql}) AS t "
         f"CROSS JOIN {each} AS j GROUP BY {kept}j.key"
     )
     with connections[texts.db].cursor() as cursor:
@@ -402,10 +403,15 @@ def usage(
     for values in _fetch(summed, raw=epoch is not None):
         at_s = at_of(values[0]) if lead else first
         row = cell(at_s, values[lead : lead + n])
-        requests, prompt, completion, cached, out_of_range, errors, aborted = values[
+        requests, prompt, completion, cached, out_of_range, errors, aborted, *known = values[
             summed_at : summed_at + len(_SUMMED)
         ]
         tally = row.tally
+        if aborted:
+            aborts = tally.aborts
+            for reason, count in zip(KNOWN_ABORTS, known, strict=True):
+                if count:
+                    aborts[reason] = aborts.get(reason, 0) + count
         tally.requests += requests
         tally.prompt_tokens += prompt
         tally.completion_tokens += completion
@@ -424,8 +430,10 @@ def usage(
             hourly = prices.hourly(values[replica_at], (at_s - at_s % 3600) * 1000)
             if hourly is not None:
                 row.replica_cost = _plus(row.replica_cost, hourly * share)
-    # 2. Abort reasons, from the rows that have any (only aborted groups, and merged
-    # rows holding one): summed by the database out of their JSON where that returns
+    # 2. Other abort reasons than the known ones (summed above), from the rows that
+    # have any (rare: an engine's own reasons, reported through ingest; the partial
+    # index ``ferrox_rollup_level_aborts`` holds those rows alone): summed by the
+    # database out of their JSON where that returns
     # fewer rows than it reads (every group's); a merged level has a row per cell
     # already, so each distinct text is parsed once in Python (the database's sum
     # would cost its planner's guess of 100 reasons a row: a parallel, JIT-compiled

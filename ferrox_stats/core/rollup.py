@@ -36,6 +36,7 @@ K = TypeVar("K", bound=Hashable)
 _NONE = type(None)
 
 __all__ = [
+    "KNOWN_ABORTS",
     "MAX_SECONDS",
     "MAX_TOKENS",
     "TIMES",
@@ -48,6 +49,10 @@ MAX_TOKENS = 2**40
 MAX_SECONDS = 1e9
 """The largest time (s) a record adds to a distribution (about 31 years)."""
 TIMES = ("duration", "ttft", "tpot")
+_SLOTS = tuple((name, f"_{name}") for name in TIMES)  # each distribution's slot
+KNOWN_ABORTS = ("client_disconnect", "explicit", "timeout")
+"""The abort reasons every feeder gives (``core.serving``): a rollup row counts each
+in a column of its own, summed by the database; any other reason in its JSON."""
 
 
 # Built once: json.dumps with any argument builds an encoder per call.
@@ -139,10 +144,45 @@ def _seconds(
     return seconds, indices, starts, ZERO_INDEX in indices
 
 
+class _MadeWhenRead:
+    """A ``Tally`` distribution made the first time it is read: a tally read for its
+    counters alone (most usage answers) makes none, so holds three objects fewer of
+    the many the garbage collector walks."""
+
+    __slots__ = ("slot",)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = owner.__dict__[f"_{name}"]  # the slot behind it
+
+    def __get__(self, tally: Tally, owner: type | None = None) -> Distribution:
+        try:
+            made: Distribution = self.slot.__get__(tally, owner)
+        except AttributeError:
+            made = Distribution()
+            self.slot.__set__(tally, made)
+        return made
+
+    def __set__(self, tally: Tally, distribution: Distribution) -> None:
+        self.slot.__set__(tally, distribution)
+
+
 class Tally:
     """The sums of one rollup cell; see the module docstring."""
 
     __slots__ = (
+        "_duration",
+        "_tpot",
+        "_ttft",
+        "aborted",
+        "aborts",
+        "cached_tokens",
+        "completion_tokens",
+        "errors",
+        "out_of_range",
+        "prompt_tokens",
+        "requests",
+    )
+    _FIELDS = (
         "aborted",
         "aborts",
         "cached_tokens",
@@ -155,6 +195,9 @@ class Tally:
         "tpot",
         "ttft",
     )
+    duration = _MadeWhenRead()
+    ttft = _MadeWhenRead()
+    tpot = _MadeWhenRead()
 
     def __init__(self) -> None:
         self.requests = 0
@@ -167,9 +210,6 @@ class Tally:
         self.errors = 0
         self.aborted = 0
         self.aborts: dict[str, int] = {}
-        self.duration = Distribution()
-        self.ttft = Distribution()
-        self.tpot = Distribution()
 
     def add(self, record: Record) -> None:
         """Count one finished request."""
@@ -214,18 +254,29 @@ class Tally:
         self.aborted += other.aborted
         for reason, n in other.aborts.items():
             self.aborts[reason] = self.aborts.get(reason, 0) + n
-        self.duration.merge(other.duration)
-        self.ttft.merge(other.ttft)
-        self.tpot.merge(other.tpot)
+        # Only the distributions ``other`` made (by reading them) and filled.
+        for name, slot in _SLOTS:
+            theirs: Distribution | None = getattr(other, slot, None)
+            if theirs is not None and theirs.count:
+                getattr(self, name).merge(theirs)
 
     # -- storage ---------------------------------------------------------------------
 
-    def texts(self) -> tuple[str, str, str, str]:
+    def known_aborts(self) -> tuple[int, ...]:
+        """How many requests each of ``KNOWN_ABORTS`` aborted."""
+        aborts = self.aborts
+        return tuple(aborts.get(reason, 0) for reason in KNOWN_ABORTS)
+
+    def texts(self, *, known_aborts: bool = True) -> tuple[str, str, str, str]:
         """``aborts``, ``duration``, ``ttft``, ``tpot`` as stored: the aborts as compact
-        JSON, each distribution as ``zeros;sum;index,count,...`` (its non-empty buckets,
-        ascending); ``""`` for an empty one."""
+        JSON (without ``KNOWN_ABORTS`` when ``known_aborts`` is False: a row counts them
+        in columns), each distribution as ``zeros;sum;index,count,...`` (its non-empty
+        buckets, ascending); ``""`` for an empty one."""
+        aborts = self.aborts
+        if not known_aborts and aborts:
+            aborts = {reason: n for reason, n in aborts.items() if reason not in KNOWN_ABORTS}
         return (
-            _encode_sorted(self.aborts) if self.aborts else "",
+            _encode_sorted(aborts) if aborts else "",
             _text(self.duration),
             _text(self.ttft),
             _text(self.tpot),
@@ -247,9 +298,12 @@ class Tally:
         self.tpot.merge(stored_distribution(tpot))
 
     @classmethod
-    def stored(cls, counters: Sequence[int], texts: tuple[str, ...]) -> Tally:
+    def stored(
+        cls, counters: Sequence[int], texts: tuple[str, ...], known_aborts: Sequence[int] = ()
+    ) -> Tally:
         """The tally a stored row holds: ``(requests, prompt, completion, cached,
-        out_of_range[, errors, aborted])`` and what ``texts`` wrote."""
+        out_of_range[, errors, aborted])``, what ``texts`` wrote and the counts of
+        ``KNOWN_ABORTS`` kept apart from them (``known_aborts``, in that order)."""
         tally = cls()
         (
             tally.requests,
@@ -260,6 +314,9 @@ class Tally:
         ) = counters[:5]
         if len(counters) > 5:
             tally.errors, tally.aborted = counters[5:]
+        for reason, n in zip(KNOWN_ABORTS, known_aborts, strict=False):
+            if n:
+                tally.aborts[reason] = n
         aborts, duration, ttft, tpot = texts
         tally.merge_texts(aborts, duration, ttft, tpot)
         return tally
@@ -343,7 +400,7 @@ class Tally:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tally):
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+        return all(getattr(self, name) == getattr(other, name) for name in self._FIELDS)
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
