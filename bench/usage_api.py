@@ -15,6 +15,8 @@ present and one in total, their counters the sums of the bucket's groups, their
 distributions drawn from a pool of texts each merged from as many group texts (20 per
 model, 100 in total) as a real merged row holds: the size a read parses, not the exact
 merge of that bucket's groups (merging each bucket's would make the load hours long).
+The merged rows also get their day rows (a pool of texts each merged from 24 merged
+hour texts) and every merged row its stored percentiles, as the writer keeps them.
 
 Then, on each history, the last 30 days are asked, interleaved in rounds (order
 rotating), each timed alone (wall clock, the database on this machine):
@@ -127,19 +129,22 @@ def merged_texts(
 NO_ABORTS = (0, 0, 0)
 
 
-def stored_form(texts: tuple[str, str, str, str]) -> tuple[tuple[int, ...], str, str, str, str]:
-    """``texts`` as a row stores them: the known abort reasons' counts (their columns),
-    the other reasons' JSON, the distributions."""
+def stored_form(texts: tuple[str, str, str, str], level: int = 0) -> tuple[Any, ...]:
+    """``texts`` as a row of ``level`` stores them: the known abort reasons' counts
+    (their columns), the other reasons' JSON, the distributions (and at a merged level
+    their percentiles)."""
+    from ferrox_stats.archive.rollups import percentiles_text
     from ferrox_stats.core.rollup import Tally
 
     tally = Tally()
     tally.merge_texts(*texts)
-    return (tally.known_aborts(), *tally.texts(known_aborts=False))
+    form = (tally.known_aborts(), *tally.texts(known_aborts=False))
+    return form if level == 0 else (*form, percentiles_text(tally, level))
 
 
 def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> int:
     """COPY the rollups of ``days`` days before END; return the rows loaded."""
-    from ferrox_stats.archive.rollups import group_key
+    from ferrox_stats.archive.rollups import DAY, group_key
 
     rng = random.Random(seed)
     texts = distribution_texts(rng, 200)
@@ -158,13 +163,20 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
         for level, model in [(2, None), *((1, m) for m in MODELS)]
     }
     pools = {1: merged_texts(rng, texts, 20, 40), 2: merged_texts(rng, texts, 100, 20)}
+    # A day row's distributions merge 24 hour rows' (a pool of that size too).
+    day_pools = {level: merged_texts(rng, pool * 2, 24, 10) for level, pool in pools.items()}
     stored = [stored_form(part) for part in texts]
-    stored_pools = {level: [stored_form(part) for part in pool] for level, pool in pools.items()}
+    stored_pools = {
+        level: [stored_form(part, level) for part in pool] for level, pool in pools.items()
+    }
+    stored_days = {
+        level: [stored_form(part, level) for part in pool] for level, pool in day_pools.items()
+    }
     columns = (
         "span_s, bucket, group_key, model, route, replica, via_api_key, outcome, level, "
         "requests, prompt_tokens, completion_tokens, cached_tokens, out_of_range, errors, "
         "aborted, aborts_client_disconnect, aborts_explicit, aborts_timeout, aborts, "
-        "duration, ttft, tpot"
+        "duration, ttft, tpot, percentiles"
     )
     rows = 0
     start = END - timedelta(days=days)
@@ -172,6 +184,8 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
         with cursor.copy(f"COPY ferrox_stats_rollup ({columns}) FROM STDIN") as copy:
             for span, per_bucket in ((3600, cells), (60, minute_cells)):
                 moment = start
+                # (level, model) -> requests, errors, aborted of the day's merged rows.
+                day: dict[tuple[int, str | None], list[int]] = {}
                 step = timedelta(seconds=span)
                 while moment < END:
                     # (level, model) -> requests, errors, aborted of the merged row.
@@ -196,6 +210,7 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                                 duration,
                                 ttft,
                                 tpot,
+                                "",
                             )
                         )
                         rows += 1
@@ -204,31 +219,44 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                             sums[0] += requests
                             sums[1] += errors
                             sums[2] += aborted
-                    for (level, model), (requests, errors, aborted) in merged.items():
-                        known, aborts, duration, ttft, tpot = rng.choice(stored_pools[level])
-                        copy.write_row(
-                            (
-                                span,
-                                moment,
-                                merged_digests[(level, model)],
-                                model,
-                                None,
-                                "",
-                                None,
-                                "",
-                                level,
-                                *counters(requests),
-                                errors,
-                                aborted,
-                                *(known if aborted else NO_ABORTS),
-                                aborts if aborted else "",
-                                duration,
-                                ttft,
-                                tpot,
-                            )
-                        )
-                        rows += 1
+                    if span == 3600:
+                        for key, sums in merged.items():
+                            into = day.setdefault(key, [0, 0, 0])
+                            for k in range(3):
+                                into[k] += sums[k]
+                    merged_rows = [(span, moment, merged, stored_pools)]
                     moment += step
+                    if span == 3600 and (moment - start) % timedelta(days=1) == timedelta(0):
+                        merged_rows.append((DAY, moment - timedelta(days=1), day, stored_days))
+                        day = {}
+                    for at_span, at, sums_of, pool_of in merged_rows:
+                        for (level, model), (requests, errors, aborted) in sums_of.items():
+                            known, aborts, duration, ttft, tpot, percentiles = rng.choice(
+                                pool_of[level]
+                            )
+                            copy.write_row(
+                                (
+                                    at_span,
+                                    at,
+                                    merged_digests[(level, model)],
+                                    model,
+                                    None,
+                                    "",
+                                    None,
+                                    "",
+                                    level,
+                                    *counters(requests),
+                                    errors,
+                                    aborted,
+                                    *(known if aborted else NO_ABORTS),
+                                    aborts if aborted else "",
+                                    duration,
+                                    ttft,
+                                    tpot,
+                                    percentiles,
+                                )
+                            )
+                            rows += 1
         conn.commit()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE ferrox_stats_rollup")

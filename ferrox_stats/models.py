@@ -370,7 +370,8 @@ class Instance(models.Model):
 
 ROLLUP_MINUTE = 60
 ROLLUP_HOUR = 3600
-ROLLUP_SPANS = [(ROLLUP_MINUTE, _("minute")), (ROLLUP_HOUR, _("hour"))]
+ROLLUP_DAY = 86400  # the merged levels' only (``archive.rollups.DAY``)
+ROLLUP_SPANS = [(ROLLUP_MINUTE, _("minute")), (ROLLUP_HOUR, _("hour")), (ROLLUP_DAY, _("day"))]
 # What a rollup row keeps of its group (``archive.rollups.LEVELS``): every label, the
 # model only, or nothing (the bucket's total).
 ROLLUP_LEVELS = [(0, _("group")), (1, _("model")), (2, _("total"))]
@@ -390,12 +391,13 @@ class Rollup(models.Model):
     Each bucket's groups are also kept merged (``level``): per model, and in total,
     so that a usage answer grouped by model or by nothing reads a row per model or
     per bucket instead of every group's (``archive.usage``). Such a row's dropped
-    labels are NULL (``replica`` and ``outcome`` "").
+    labels are NULL (``replica`` and ``outcome`` ""). The merged rows are also kept
+    per UTC day, and carry their distributions' percentiles (``percentiles``).
     """
 
     id = models.BigAutoField(primary_key=True)
-    # The bucket's width: every record is summed in its minute and in its hour (days
-    # are summed from hours when read).
+    # The bucket's width: every record is summed in its minute and in its hour, and
+    # at the merged levels in its UTC day too.
     span_s = models.PositiveIntegerField(choices=ROLLUP_SPANS)
     # The bucket's start (UTC, a whole minute or hour).
     bucket = models.DateTimeField()
@@ -432,6 +434,11 @@ class Rollup(models.Model):
     duration = models.TextField(blank=True, default="")
     ttft = models.TextField(blank=True, default="")
     tpot = models.TextField(blank=True, default="")
+    # At the merged levels, each distribution's count and p50/p95/p99 as JSON
+    # (``archive.rollups.percentiles_text``), written with them: an answer at the
+    # row's own bucket reads these instead of parsing the distributions. "" at level 0
+    # (its answers merge rows) and on rows written before migration 0017.
+    percentiles = models.TextField(blank=True, default="")
 
     class Meta:
         verbose_name = _("rollup")

@@ -4,6 +4,7 @@ whatever the batches held (nulls, duplicates, dead letters) and after faults."""
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections import Counter
@@ -13,17 +14,24 @@ from typing import Any
 import pytest
 from django.db import OperationalError, connection, transaction
 from django.db.models import Count, Q, Sum
-from django.db.models.functions import TruncHour, TruncMinute
+from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ferrox_stats.archive import batch
 from ferrox_stats.archive.batch import write_batch
 from ferrox_stats.archive.rebuild import rebuild
-from ferrox_stats.archive.rollups import cells_of, group_key, stored_tally, upsert
+from ferrox_stats.archive.rollups import (
+    DAY,
+    PERCENTILES,
+    cells_of,
+    group_key,
+    stored_tally,
+    upsert,
+)
 from ferrox_stats.archive.rows import Pending, datetime_to_at_ms
 from ferrox_stats.core.distribution import Distribution
-from ferrox_stats.core.rollup import MAX_TOKENS, Tally
+from ferrox_stats.core.rollup import MAX_TOKENS, TIMES, Tally
 from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup
 from tests.factories import BASE_AT_MS, make_record
 
@@ -63,8 +71,11 @@ def expected_rollups() -> dict[Key, dict[str, Any]]:
     """A GROUP BY over the archived rows at each level: counters in SQL, distributions
     from the rows."""
     expected: dict[Key, dict[str, Any]] = {}
-    for span, trunc in ((60, TruncMinute), (3600, TruncHour)):
+    spans = ((60, TruncMinute, (0, 1, 2)), (3600, TruncHour, (0, 1, 2)), (DAY, TruncDay, (1, 2)))
+    for span, trunc, levels in spans:
         for level, fields in ((0, GROUP), (1, ("model",)), (2, ())):
+            if level not in levels:
+                continue
             grouped = (
                 FinishedRequest.objects.annotate(at=trunc("finished_at", tzinfo=UTC))
                 .values("at", *fields)
@@ -93,7 +104,7 @@ def expected_rollups() -> dict[Key, dict[str, Any]]:
                     "tpot": Distribution(),
                 }
         for row in FinishedRequest.objects.annotate(at=trunc("finished_at", tzinfo=UTC)).values():
-            for level in (0, 1, 2):
+            for level in levels:
                 cell = expected[(span, row["at"], level, level_group(level, row))]
                 if row["aborted"] is not None:
                     cell["aborts"][row["aborted"]] += 1
@@ -139,6 +150,12 @@ def assert_rollups_match_archive() -> None:
             # Counts exactly; the float sum up to the order of its additions.
             assert (got.zeros, got.counts) == (exp.zeros, exp.counts), (key, name)
             assert math.isclose(got.total, exp.total, rel_tol=1e-9, abs_tol=1e-12)
+        # A merged row's percentiles are its distributions' (level 0 keeps none).
+        want_percentiles = [
+            [want[name].count, *want[name].quantiles(PERCENTILES)] for name in TIMES
+        ]
+        compact = json.dumps(want_percentiles, separators=(",", ":"))
+        assert row.percentiles == ("" if row.level == 0 else compact), key
 
 
 # Few values per label, nulls among them, so groups collide and NULL groups form.
@@ -289,6 +306,22 @@ def test_rebuilding_a_range_gives_the_rollups_maintenance_gave() -> None:
     assert {k: r.requests for k, r in stored_rollups().items()} == {
         k: v[0] for k, v in before.items()
     }
+
+
+def test_rebuilding_part_of_a_day_makes_the_days_rows_again_from_all_its_hours() -> None:
+    # Hours 0-5 archived; hours 2-3 rebuilt: the day's rows (the merged levels') are
+    # summed from every hour of the day again, nothing counted twice or lost.
+    at = BASE_AT_MS
+    write_batch(
+        [Pending(i, make_record(at_ms=at + i * 360_000, model=f"m{i % 2}"), "i") for i in range(60)]
+    )
+    rebuild(
+        datetime.fromtimestamp((at + 2 * 3600_000) / 1000, UTC),
+        datetime.fromtimestamp((at + 4 * 3600_000) / 1000, UTC),
+        "default",
+    )
+    assert_rollups_match_archive()
+    assert {r.requests for r in Rollup.objects.filter(span_s=DAY, level=2)} == {60}
 
 
 def test_a_rebuild_leaves_hours_before_the_oldest_archived_row() -> None:

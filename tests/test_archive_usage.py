@@ -321,10 +321,14 @@ def test_totals_sum_each_group_over_the_range_and_merge_its_distributions() -> N
 
 
 def test_latency_merges_only_the_distributions_asked_for() -> None:
-    archive(make_record(at_ms=at(MINUTE)))
-    [row] = usage(START, START + HOUR, latency=["ttft"]).rows
+    archive(make_record(at_ms=at(MINUTE), via_api_key="k"))
+    # By a group's rows (merged here), and by the total rows (their stored percentiles).
+    for group_by in (["key"], []):
+        [row] = usage(START, START + HOUR, latency=["ttft"], group_by=group_by).rows
+        assert list(row.as_dict(["ttft"])["latency"]) == ["ttft_s"]
+        assert row.latency(["ttft"])["ttft_s"]["count"] == 1
+    [row] = usage(START, START + HOUR, latency=["ttft"], group_by=["key"]).rows
     assert (row.tally.duration.count, row.tally.ttft.count, row.tally.tpot.count) == (0, 1, 0)
-    assert list(row.as_dict(["ttft"])["latency"]) == ["ttft_s"]
     with pytest.raises(ValueError, match="latency takes"):
         usage(START, START + HOUR, latency=["queue"])
 
@@ -355,7 +359,12 @@ def test_the_sums_from_the_database_equal_the_rows_merged_one_by_one() -> None:
         # A usage row keeps errors and aborts beside its tally.
         assert (row.errors, row.aborted) == (merged.errors, merged.aborted)
         merged.errors = merged.aborted = 0
-        assert row.tally == merged
+        assert row.tally.wire() == merged.wire()
+        for name in TIMES:
+            got, want = getattr(row.tally, name), getattr(merged, name)
+            # Counts exactly; the float sums up to the order the rows came in.
+            assert (got.zeros, got.counts) == (want.zeros, want.counts), name
+            assert got.total == pytest.approx(want.total, rel=1e-12), name
 
 
 def test_an_answer_larger_than_its_cap_is_refused() -> None:
@@ -508,6 +517,53 @@ def test_a_merged_level_answers_what_the_groups_merged_answer(
     assert len(coarse_answer.rows) == len(want) >= 1
     for row in coarse_answer.rows:
         same_row(row, want[(row.bucket, *row.group.values())])
+
+
+@pytest.mark.parametrize("stored", [True, False])
+@pytest.mark.parametrize(("coarse", "fine"), [((), ("key",)), (("model",), ("model", "route"))])
+def test_a_merged_levels_totals_over_days_and_hours_equal_the_groups_merged(
+    coarse: tuple[str, ...], fine: tuple[str, ...], stored: bool
+) -> None:
+    # Three days of requests, asked from 05:00 on the first to 03:00 on the third: the
+    # totals of a merged level come from the second day's day row and the hours at
+    # either end; its hours' percentiles from the rows (or, for rows written before
+    # migration 0017, ``stored=False``, from their distributions).
+    archive(*(record for k in range(3) for record in shifted(mixed_records(24), k * DAY)))
+    if not stored:
+        Rollup.objects.update(percentiles="")
+    since, until = START + 5 * HOUR, START + 2 * DAY + 3 * HOUR
+    for bucket in ("hour", "day"):
+        coarse_answer = usage(since, until, bucket=bucket, group_by=coarse, latency=TIMES)
+        fine_answer = usage(since, until, bucket=bucket, group_by=fine, latency=TIMES)
+        want = merged_by_bucket(fine_answer, coarse)
+        assert len(coarse_answer.rows) == len(want) >= 2
+        for row in coarse_answer.rows:
+            same_row(row, want[(row.bucket, *row.group.values())])
+        fine_totals = merged_totals(fine_answer.totals(), coarse)
+        totals = coarse_answer.totals()
+        assert len(totals) == len(fine_totals) >= 1
+        for total in totals:
+            same_row(total, fine_totals[tuple(total.group.values())])
+        whole = usage(since, until, bucket=bucket, group_by=coarse, latency=TIMES, per_bucket=False)
+        for row, total in zip(whole.rows, totals, strict=True):
+            same_row(row, total)
+
+
+def shifted(records: list[object], by: timedelta) -> list[object]:
+    return [r._replace(at_ms=r.at_ms + int(by.total_seconds() * 1000)) for r in records]  # type: ignore[attr-defined]
+
+
+def merged_totals(rows: list[object], keep: tuple[str, ...]) -> dict[object, object]:
+    from ferrox_stats.archive.usage import UsageRow
+
+    merged: dict[object, UsageRow] = {}
+    for row in rows:
+        key = tuple(row.group[name] for name in keep)  # type: ignore[attr-defined]
+        into = merged.get(key)
+        if into is None:
+            into = merged[key] = UsageRow(row.bucket, {name: row.group[name] for name in keep})  # type: ignore[attr-defined]
+        into.add(row)  # type: ignore[arg-type]
+    return merged
 
 
 def test_each_answer_reads_the_coarsest_level_that_keeps_what_it_needs() -> None:

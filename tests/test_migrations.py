@@ -339,8 +339,12 @@ def test_0016_moves_the_known_abort_reasons_into_their_columns_and_back(
     executor = MigrationExecutor(connection)
     executor.migrate([("ferrox_stats", "0015_rollup_levels")])
     before = by_row()
-    # Backwards every reason is in the JSON again, with its count.
+    # Backwards every reason is in the JSON again, with its count (0017's day rows
+    # gone before, and made again after).
+    assert {key for key in written if key[0] != 86400} == set(before)
     for key, (known, text) in written.items():
+        if key[0] == 86400:
+            continue
         want = reasons_of(text)
         for reason, n in zip(("client_disconnect", "explicit", "timeout"), known, strict=True):
             if n:
@@ -354,3 +358,50 @@ def test_0016_moves_the_known_abort_reasons_into_their_columns_and_back(
         for r in Rollup.objects.all()
     }
     assert migrated == written
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("rollups_on")
+def test_0017_makes_the_day_rows_and_percentiles_the_writer_makes() -> None:
+    from ferrox_stats.models import Rollup
+
+    write_batch(
+        [
+            Pending(
+                None,
+                make_record(
+                    at_ms=BASE_AT_MS + n * 53 * 60_000,  # over two UTC days
+                    model=("a", "b")[n % 2],
+                    aborted=(None, "timeout", "preempted")[n % 3],
+                    duration_ms=3.0 + n * 7,
+                ),
+                "inst",
+            )
+            for n in range(60)
+        ]
+    )
+    fields = ("requests", "aborts_timeout", "aborts", "duration", "ttft", "percentiles")
+
+    def stored() -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        return {
+            (r.span_s, r.bucket, r.group_key): tuple(getattr(r, f) for f in fields)
+            for r in Rollup.objects.all()
+        }
+
+    written = stored()
+    assert {key[0] for key in written} == {60, 3600, 86400}
+    executor = MigrationExecutor(connection)
+    executor.migrate([("ferrox_stats", "0016_rollup_known_abort_reasons")])
+    left = Rollup.objects.values_list("span_s", flat=True)
+    assert set(left) == {60, 3600}  # the day rows went backwards
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrated = stored()
+    assert migrated.keys() == written.keys()
+    for key, values in written.items():
+        # The distributions' float sums up to their addition order: the counts, the
+        # percentiles and the reasons exactly.
+        got = migrated[key]
+        assert (got[0], got[1], got[2], got[5]) == (values[0], values[1], values[2], values[5])
+        for a, b in zip(got[3:5], values[3:5], strict=True):
+            assert a.split(";")[::2] == b.split(";")[::2], key

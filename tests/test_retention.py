@@ -548,7 +548,9 @@ def test_the_command_prunes_minute_rollups_after_a_week_and_keeps_hours_by_defau
     output = prune_command("--older-than", "400d")
     assert output.splitlines()[1:] == [
         "Deleted 6 hour rollups older than "
-        f"{(NOW - timedelta(days=1)).replace(microsecond=0).isoformat()}."
+        f"{(NOW - timedelta(days=1)).replace(microsecond=0).isoformat()}.",
+        # The merged levels' day rows go with their hours: each day that ended by then.
+        "Deleted 2 day rollups older than 2026-03-01T00:00:00+00:00.",
     ]
     # Nothing older: a run says nothing of the rollups.
     assert len(prune_command("--older-than", "400d").splitlines()) == 1

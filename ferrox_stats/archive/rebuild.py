@@ -4,7 +4,9 @@ For ``manage.py ferrox_stats_rollup`` (after a restore, a bug fix, or to roll up
 archived before the rollups existed). The range is widened to whole hours, and done one
 hour at a time, each in its own transaction: the hour's minute and hour rollups are
 deleted and summed again from the hour's archived rows (read in chunks, so memory holds
-the hour's cells, not its rows). Idempotent: the same rows give the same rollups.
+the hour's cells, not its rows). Then each day the range touches has its day rows
+(the merged levels', ``rollups.DAY``) made again from all its hour rows, in a
+transaction of its own. Idempotent: the same rows give the same rollups.
 
 On PostgreSQL each hour's transaction first takes the archive's commit-order lock
 (``models.COMMIT_LOCK_KEY``, which every archive batch holds until it commits): no batch
@@ -25,7 +27,7 @@ from typing import Any
 from django.db import connections, transaction
 
 from ..core.requests import Record
-from .rollups import cells_of, upsert
+from .rollups import DAY, cells_of, days_from_hours, upsert
 from .rows import record_from_values
 
 __all__ = ["HOUR", "RebuildResult", "hour_ceil", "hour_floor", "rebuild"]
@@ -82,12 +84,19 @@ def rebuild(
     connection = connections[using]
     hours = rows = 0
     hour = first
+
+    def locked() -> None:
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [COMMIT_LOCK_KEY])
+
     while hour < end:
         with transaction.atomic(using=using):
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [COMMIT_LOCK_KEY])
-            Rollup.objects.using(using).filter(bucket__gte=hour, bucket__lt=hour + HOUR).delete()
+            locked()
+            # The hour's minute and hour rows; its day's rows are made again from the
+            # day's hours once they are all rebuilt (below).
+            in_hour = Rollup.objects.using(using).filter(bucket__gte=hour, bucket__lt=hour + HOUR)
+            in_hour.exclude(span_s=DAY).delete()
             values = (
                 archive.filter(finished_at__gte=hour, finished_at__lt=hour + HOUR)
                 .order_by()
@@ -103,7 +112,9 @@ def rebuild(
                     counted[0] += 1
                     yield record_from_values(row)
 
-            cells = cells_of(records(values))
+            cells = {
+                key: tally for key, tally in cells_of(records(values)).items() if key[0] != DAY
+            }
             if cells:
                 upsert(cells, using)
         hours += 1
@@ -111,4 +122,10 @@ def rebuild(
         if progress is not None:
             progress(hour, counted[0])
         hour += HOUR
+    day = first.replace(hour=0)
+    while day < end:
+        with transaction.atomic(using=using):
+            locked()
+            days_from_hours([day], using)
+        day += timedelta(days=1)
     return RebuildResult(start, end, first, hours, rows)

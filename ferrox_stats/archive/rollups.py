@@ -41,32 +41,40 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from django.db import connections
 
 from ..core.requests import Record
-from ..core.rollup import KNOWN_ABORTS, Tally
-from .rows import at_ms_to_datetime, outcome
+from ..core.rollup import KNOWN_ABORTS, TIMES, Tally
+from .rows import at_ms_to_datetime, datetime_to_at_ms, outcome
 
 __all__ = [
     "ABORT_COLUMNS",
     "COUNTERS",
+    "DAY",
     "GROUP_FIELDS",
     "LEVELS",
+    "PERCENTILES",
     "SPANS",
     "Cell",
     "Group",
     "add",
     "cells_of",
+    "day_cells",
+    "days_from_hours",
     "group_key",
+    "percentiles_text",
     "stored_tally",
     "upsert",
 ]
 
 SPANS = (60, 3600)
-"""Bucket widths in seconds: minute and hour (days are summed from hours)."""
+"""Bucket widths in seconds of every level: minute and hour."""
+DAY = 86_400
+"""The merged levels' rows are also kept per UTC day (``days_from_hours``): a usage
+answer by model or by nothing reads a 30-day range's totals from 30 rows, not 720."""
 
 Group = tuple[str | None, str | None, str, str | None, str]
 """``(model, route, replica, via_api_key, outcome)``."""
@@ -96,8 +104,13 @@ COUNTERS = (
 )
 """The summed columns of a rollup row."""
 _TEXTS = ("aborts", "duration", "ttft", "tpot")
-_COLUMNS = (*_KEY, *GROUP_FIELDS, "level", *COUNTERS, *_TEXTS)
-# Rows per statement: 23 parameters each stays below SQLite's 32766 and PostgreSQL's
+PERCENTILES = (50, 95, 99)
+"""The percentiles a usage answer gives of each distribution (``percentiles_text``)."""
+_encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+# What the rows' distributions give (``percentiles_text``), rewritten with them.
+_WRITTEN = (*_TEXTS, "percentiles")
+_COLUMNS = (*_KEY, *GROUP_FIELDS, "level", *COUNTERS, *_WRITTEN)
+# Rows per statement: 24 parameters each stays below SQLite's 32766 and PostgreSQL's
 # 65535 bound parameters.
 CHUNK = 500
 
@@ -154,23 +167,74 @@ def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
 
 
 def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
-    """The level-0 ``cells`` merged at each coarser level (``LEVELS``)."""
+    """The level-0 ``cells`` merged at each coarser level (``LEVELS``): per minute and
+    hour, and each hour's per ``DAY`` too."""
     merged: dict[Cell, Tally] = {}
+    day_ms = DAY * 1000
     for (span, start, level, group), tally in cells.items():
         if level != 0:
             continue
         for coarser in (1, 2):
-            key = (
-                span,
-                start,
-                coarser,
-                (group[0], *_COLLAPSED[1:]) if coarser == 1 else _COLLAPSED,
-            )
-            into = merged.get(key)
-            if into is None:
-                into = merged[key] = Tally()
-            into.merge(tally)
+            kept = (group[0], *_COLLAPSED[1:]) if coarser == 1 else _COLLAPSED
+            keys = [(span, start, coarser, kept)]
+            if span == 3600:
+                keys.append((DAY, start - start % day_ms, coarser, kept))
+            for key in keys:
+                into = merged.get(key)
+                if into is None:
+                    into = merged[key] = Tally()
+                into.merge(tally)
     return merged
+
+
+def percentiles_text(tally: Tally, level: int) -> str:
+    """What a merged level's row stores of its distributions' percentiles (``""`` at
+    level 0, whose answers merge rows): per ``TIMES``, ``[count, p50, p95, p99]``
+    (seconds; null when it holds none), as compact JSON. An answer at the row's own
+    bucket reads them instead of parsing the distributions."""
+    if level == 0:
+        return ""
+    summary = []
+    for name in TIMES:
+        distribution = getattr(tally, name)
+        summary.append([distribution.count, *distribution.quantiles(PERCENTILES)])
+    return _encode(summary)
+
+
+def day_cells(hours: Iterable[Any]) -> dict[Cell, Tally]:
+    """The ``DAY`` cells of some hour rows of the merged levels (``Rollup`` rows, or
+    anything with their fields): each row merged into its UTC day's cell."""
+    cells: dict[Cell, Tally] = {}
+    day_ms = DAY * 1000
+    for row in hours:
+        start = datetime_to_at_ms(row.bucket)
+        group = (row.model, *_COLLAPSED[1:]) if row.level == 1 else _COLLAPSED
+        key = (DAY, start - start % day_ms, row.level, group)
+        into = cells.get(key)
+        if into is None:
+            into = cells[key] = Tally()
+        into.merge(stored_tally(row))
+    return cells
+
+
+def days_from_hours(days: Iterable[datetime], using: str) -> int:
+    """Make the ``DAY`` rows of ``days`` (UTC midnights) again from their hour rows
+    (``day_cells``): for a rebuild, whose hours change under them. Return the rows
+    made. The caller holds whatever keeps the hours from changing meanwhile."""
+    from ..models import Rollup
+
+    made = 0
+    rows = Rollup.objects.using(using)
+    for day in sorted(set(days)):
+        rows.filter(span_s=DAY, bucket=day).delete()
+        hours = rows.filter(
+            span_s=3600, level__gt=0, bucket__gte=day, bucket__lt=day + timedelta(days=1)
+        )
+        cells = day_cells(hours.order_by("bucket", "id"))
+        if cells:
+            upsert(cells, using)
+            made += len(cells)
+    return made
 
 
 def stored_tally(row: Any) -> Tally:
@@ -198,17 +262,17 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
         for (span, start, level, group), tally in cells.items()
     )
     arrays = connection.vendor == "postgresql"
-    merged: list[tuple[str, str, str, str, int]] = []
+    merged: list[tuple[str, str, str, str, str, int]] = []
     # PostgreSQL takes every cell in one statement of arrays; elsewhere a multi-row
     # INSERT at most CHUNK rows long.
     chunks = [keyed] if arrays else [keyed[lo : lo + CHUNK] for lo in range(0, len(keyed), CHUNK)]
     with connection.cursor() as cursor:
         for chunk in chunks:
             rows: list[tuple[Any, ...]] = []
-            mine: dict[tuple[int, Any, str], Tally] = {}
+            mine: dict[tuple[int, Any, str], tuple[Tally, int]] = {}
             for (span, start, digest), group, level, tally in chunk:
                 bucket = adapt(at_ms_to_datetime(start))
-                mine[(span, bucket, digest)] = tally
+                mine[(span, bucket, digest)] = (tally, level)
                 rows.append(
                     (
                         span,
@@ -225,6 +289,7 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                         tally.aborted,
                         *tally.known_aborts(),
                         *tally.texts(known_aborts=False),
+                        percentiles_text(tally, level),
                     )
                 )
             if arrays:
@@ -235,19 +300,25 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                 cursor.execute(_values_upsert(len(rows)), [value for row in rows for value in row])
             for row in cursor.fetchall():
                 row_id, span, bucket, digest, requests = row[:5]
-                tally = mine[(span, _same(bucket, adapt), digest)]
+                tally, level = mine[(span, _same(bucket, adapt), digest)]
                 if requests == tally.requests:
                     continue  # created by this statement, with this batch's distributions
                 stored = Tally()
                 stored.merge_texts(*row[_RETURNED_TEXTS:])
                 stored.merge(tally)
-                merged.append((*stored.texts(known_aborts=False), row_id))
+                merged.append(
+                    (
+                        *stored.texts(known_aborts=False),
+                        percentiles_text(stored, level),
+                        row_id,
+                    )
+                )
         if merged and arrays:
             # Rows this transaction holds locked already: their order no longer matters.
             cursor.execute(_UNNEST_UPDATE, [list(c) for c in zip(*merged, strict=True)])
         elif merged:
             cursor.executemany(
-                f"UPDATE {TABLE} SET {', '.join(f'{c} = %s' for c in _TEXTS)} WHERE id = %s",
+                f"UPDATE {TABLE} SET {', '.join(f'{c} = %s' for c in _WRITTEN)} WHERE id = %s",
                 merged,
             )
 
@@ -263,7 +334,7 @@ _ARRAY_TYPES = (
     *("varchar",) * 6,  # group_key, model, route, replica, via_api_key, outcome
     "smallint",  # level
     *("bigint",) * len(COUNTERS),
-    *("text",) * 4,
+    *("text",) * len(_WRITTEN),
 )
 _UNNEST_UPSERT = (
     f"INSERT INTO {TABLE} ({', '.join(_COLUMNS)}) "
@@ -274,9 +345,9 @@ _UNNEST_UPSERT = (
     + _RETURNING
 )
 _UNNEST_UPDATE = (
-    f"UPDATE {TABLE} SET {', '.join(f'{c} = merged.{c}' for c in _TEXTS)} "
-    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[]) "
-    f"AS merged ({', '.join(_TEXTS)}, id) WHERE {TABLE}.id = merged.id"
+    f"UPDATE {TABLE} SET {', '.join(f'{c} = merged.{c}' for c in _WRITTEN)} "
+    f"FROM unnest({'%s::text[], ' * len(_WRITTEN)}%s::bigint[]) "
+    f"AS merged ({', '.join(_WRITTEN)}, id) WHERE {TABLE}.id = merged.id"
 )
 
 

@@ -42,7 +42,7 @@ from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PER_TOKENS, PriceBook
 from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, stored_distribution
 from .export import Echo
-from .rollups import COUNTERS, LEVELS
+from .rollups import COUNTERS, DAY, LEVELS, PERCENTILES
 from .rows import at_ms_to_datetime
 
 __all__ = [
@@ -68,7 +68,6 @@ DIMENSIONS = {
     "outcome": "outcome",
 }
 """What a usage answer may be grouped and filtered by -> the rollup column."""
-PERCENTILES = (50, 95, 99)
 _SUMMED = COUNTERS  # the counters loop below unpacks the sums in this order
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -87,6 +86,10 @@ class UsageRow:
     cost: float | None = None
     unpriced_requests: int = 0
     replica_cost: float | None = None
+    # The percentiles a merged level's row stored (``rollups.percentiles_text``),
+    # given instead of the tally's: kept as text until read (a string is no object the
+    # garbage collector walks; thousands of rows' parsed lists would be).
+    stored: str | None = None
 
     def add(self, other: UsageRow) -> None:
         """Sum ``other`` into this row (the group's total over several buckets)."""
@@ -101,10 +104,15 @@ class UsageRow:
         """Per distribution of ``names`` (as ``duration_s``, ``ttft_s``, ``tpot_s``): how
         many values, and ``p50``/``p95``/``p99`` in seconds (``None`` when it holds none)."""
         result: dict[str, dict[str, float | int | None]] = {}
+        stored = dict(zip(TIMES, json.loads(self.stored), strict=True)) if self.stored else {}
         for name in names:
-            distribution = getattr(self.tally, name)
-            summary: dict[str, float | int | None] = {"count": distribution.count}
-            for p, value in zip(PERCENTILES, distribution.quantiles(PERCENTILES), strict=True):
+            if name in stored:
+                count, *values = stored[name]
+            else:
+                distribution = getattr(self.tally, name)
+                count, values = distribution.count, distribution.quantiles(PERCENTILES)
+            summary: dict[str, float | int | None] = {"count": count}
+            for p, value in zip(PERCENTILES, values, strict=True):
                 summary[f"p{p}"] = value
             result[f"{name}_s"] = summary
         return result
@@ -147,6 +155,9 @@ class Usage:
     replica_costed: bool = False
     # The distributions merged (the others are empty).
     latency: tuple[str, ...] = ()
+    # Per group, its ``latency`` distributions over the whole range, where ``usage``
+    # read them so (the rows give stored percentiles, not distributions to merge).
+    latency_totals: dict[tuple[str | None, ...], Tally] | None = None
 
     def totals(self) -> list[UsageRow]:
         """Per group, its rows summed over the whole range (``bucket`` is ``since``),
@@ -158,6 +169,10 @@ class Usage:
             if total is None:
                 total = groups[key] = UsageRow(self.since, dict(row.group))
             total.add(row)
+        for key, tally in (self.latency_totals or {}).items():
+            if key in groups:
+                for name in self.latency:
+                    setattr(groups[key].tally, name, getattr(tally, name))
         return [groups[key] for key in sorted(groups, key=_group_order)]
 
 
@@ -315,11 +330,26 @@ def usage(
     start, end = _floor(since, width), _ceil(until, width)
     if start >= end:
         raise ValueError("since must be before until")
-    rows = Rollup.objects.all() if using is None else Rollup.objects.using(using)
-    rows = rows.filter(span_s=min(width, 3600), bucket__gte=start, bucket__lt=end)
+    labelled = Rollup.objects.all() if using is None else Rollup.objects.using(using)
     for name, value in filters.items():
         column = DIMENSIONS[name]
-        rows = rows.filter(**({f"{column}__isnull": True} if value is None else {column: value}))
+        labelled = labelled.filter(
+            **({f"{column}__isnull": True} if value is None else {column: value})
+        )
+    rows = labelled.filter(bucket__gte=start, bucket__lt=end)
+
+    book = prices = prices or PriceBook()
+
+    def span_of(level: int, priced: bool = False) -> int:
+        # The merged levels keep day rows too: a day bucket reads them, unless its
+        # tokens are priced and a price changes within one of its days (a row is
+        # priced at its bucket's price: then hour rows are).
+        if width <= 3600:
+            return width
+        if level == 0 or (priced and book.changes_within_a_day(epoch_ms(start), epoch_ms(end))):
+            return 3600
+        return DAY
+
     if max_rows is not None and per_bucket:
         buckets = (end - start).total_seconds() // width
         if buckets > max_rows:
@@ -328,7 +358,6 @@ def usage(
     for name in distributions:
         if name not in TIMES:
             raise ValueError(f"latency takes {', '.join(TIMES)}, got {name!r}")
-    prices = prices or PriceBook()
     replica_costed = prices.prices_replicas and {*grouped, *filters} <= {"replica"}
     columns = [DIMENSIONS[name] for name in grouped]
     n = len(columns)
@@ -386,9 +415,8 @@ def usage(
     # What the answer's groups and filters need: the level for the abort reasons and
     # the latency; the counters' may need the model (prices) and the replica too.
     grouped_level = level_keeping([*columns, *filtered])
-    counted = rows.filter(
-        level=level_keeping([*keys, *filtered, *(["model"] if by_model else [])])
-    ).order_by()
+    counted_level = level_keeping([*keys, *filtered, *(["model"] if by_model else [])])
+    counted = rows.filter(level=counted_level, span_s=span_of(counted_level, by_model)).order_by()
     if timed == ["at_s"]:
         # Grouped by the stored bucket, not by its epoch: the rows come in that order
         # (an index-only scan of ``ferrox_rollup_level_counters``), so no sort is needed.
@@ -438,7 +466,7 @@ def usage(
     # already, so each distinct text is parsed once in Python (the database's sum
     # would cost its planner's guess of 100 reasons a row: a parallel, JIT-compiled
     # plan of 80 ms for 3 600 rows).
-    rows = rows.filter(level=grouped_level)
+    rows = rows.filter(level=grouped_level, span_s=span_of(grouped_level))
     texts = rows.exclude(aborts="").order_by().values_list(*timed, *columns, "aborts")
     if epoch is not None and grouped_level == 0:
         reason_sums = _abort_sums(texts, [*timed, *columns], connections[rows.db].vendor)
@@ -449,19 +477,37 @@ def usage(
         aborts = cell(at_s, values[lead : lead + n]).tally.aborts
         reason, count = values[-2], values[-1]
         aborts[reason] = aborts.get(reason, 0) + count
-    # 3. The latency distributions asked for, merged row by row (what costs most).
-    if distributions:
-        texts = rows.order_by().values_list(at, *columns, *distributions)
-        for values in _fetch(texts, raw=epoch is not None):
-            tally = cell(seconds(values[0]), values[1 : 1 + n]).tally
-            for name, text in zip(distributions, values[1 + n :], strict=True):
-                if not text:
-                    continue
-                stored, merged = stored_distribution(text), getattr(tally, name)
-                if merged.count:
-                    merged.merge(stored)
-                else:  # the cell's first (at the rollup's width, its only) row
-                    setattr(tally, name, stored)
+    # 3. The latency distributions asked for. A merged level's row per cell stored
+    # its percentiles (``rollups.percentiles_text``): read as they are, and the range's
+    # totals merged from its whole days' rows and its hours at either end
+    # (``_merged_over``). Elsewhere every group's row is parsed and merged, bucket by
+    # bucket (what costs most).
+    latency_totals = None
+    if distributions and grouped_level > 0 and span_of(grouped_level) == width >= 3600:
+        if per_bucket:
+            unstored = []
+            for values in _fetch(
+                rows.order_by().values_list(at, *columns, "percentiles"), raw=epoch is not None
+            ):
+                row = cell(seconds(values[0]), values[1 : 1 + n])
+                if values[-1]:
+                    row.stored = values[-1]
+                else:
+                    unstored.append(row)  # written before migration 0017
+            if unstored:
+                _merge_into(
+                    rows.filter(percentiles=""), at, columns, distributions, cell, seconds, epoch
+                )
+        latency_totals = _merged_over(
+            labelled.filter(level=grouped_level), start, end, columns, distributions
+        )
+        if not per_bucket:
+            for group, tally in latency_totals.items():
+                for name in distributions:
+                    setattr(cell(first, group).tally, name, getattr(tally, name))
+            latency_totals = None
+    elif distributions:
+        _merge_into(rows, at, columns, distributions, cell, seconds, epoch)
     ordered = [cells[key] for key in sorted(cells, key=_order)]
     return Usage(
         start,
@@ -471,7 +517,64 @@ def usage(
         ordered,
         replica_costed=replica_costed,
         latency=distributions,
+        latency_totals=latency_totals,
     )
+
+
+def _merge_into(
+    rows: Any,
+    at: str,
+    columns: list[str],
+    distributions: tuple[str, ...],
+    cell: Callable[[int, tuple[str | None, ...]], UsageRow],
+    seconds: Callable[[Any], int],
+    epoch: str | None,
+) -> None:
+    """Merge the ``distributions`` of ``rows`` into their cells, row by row."""
+    n = len(columns)
+    texts = rows.order_by().values_list(at, *columns, *distributions)
+    for values in _fetch(texts, raw=epoch is not None):
+        tally = cell(seconds(values[0]), values[1 : 1 + n]).tally
+        for name, text in zip(distributions, values[1 + n :], strict=True):
+            if not text:
+                continue
+            stored, merged = stored_distribution(text), getattr(tally, name)
+            if merged.count:
+                merged.merge(stored)
+            else:  # the cell's first (at the rollup's width, its only) row
+                setattr(tally, name, stored)
+
+
+def _merged_over(
+    rows: Any,
+    start: datetime,
+    end: datetime,
+    columns: list[str],
+    distributions: tuple[str, ...],
+) -> dict[tuple[str | None, ...], Tally]:
+    """Per group of ``columns``, the ``distributions`` of the whole hours ``[start,
+    end)``: from the day rows of the whole UTC days inside it, and the hour rows of the
+    hours at either end (``rows``: one merged level's)."""
+    first_day, last_day = _ceil(start, DAY), _floor(end, DAY)
+    if first_day < last_day:
+        spans = (
+            Q(span_s=DAY, bucket__gte=first_day, bucket__lt=last_day)
+            | Q(span_s=3600, bucket__gte=start, bucket__lt=first_day)
+            | Q(span_s=3600, bucket__gte=last_day, bucket__lt=end)
+        )
+    else:
+        spans = Q(span_s=3600, bucket__gte=start, bucket__lt=end)
+    n = len(columns)
+    merged: dict[tuple[str | None, ...], Tally] = {}
+    for values in rows.filter(spans).order_by().values_list(*columns, *distributions):
+        group = values[:n]
+        tally = merged.get(group)
+        if tally is None:
+            tally = merged[group] = Tally()
+        for name, text in zip(distributions, values[n:], strict=True):
+            if text:
+                getattr(tally, name).merge(stored_distribution(text))
+    return merged
 
 
 class TooManyRows(ValueError):

@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
 PER_TOKENS = 1_000_000
 # A price above this per 1M tokens or per hour is taken for a typo (no real one is).
 MAX_PRICE = 1e9
@@ -113,6 +114,14 @@ class PriceBook:
             for price, until_ms in zip(schedule.prices, ends, strict=True):
                 periods.append((model, price.from_ms, until_ms, price))
         return periods
+
+    def changes_within_a_day(self, from_ms: int, until_ms: int) -> bool:
+        """Whether a model's price takes effect in ``[from_ms, until_ms)`` at another
+        moment than a UTC midnight: then a day's tokens are not all of one price."""
+        return any(
+            from_ms <= start < until_ms and start % DAY_MS
+            for _, start, _, _ in self.model_periods()
+        )
 
     def price(self, model: str | None, at_ms: int) -> ModelPrice | None:
         """The price of ``model``'s tokens in force at ``at_ms``, or None."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -15,6 +15,7 @@ from ...archive.retention import (
     prune,
     prune_rollups,
 )
+from ...archive.rollups import DAY
 from ...conf import conf
 
 
@@ -124,7 +125,7 @@ class Command(BaseCommand):
             raise CommandError(f"{source}: {exc}.") from exc
 
 
-_SPANS = {60: "minute", 3600: "hour"}
+_SPANS = {60: "minute", 3600: "hour", DAY: "day"}
 
 
 def _rollup_cutoffs() -> dict[int, datetime]:
@@ -137,6 +138,10 @@ def _rollup_cutoffs() -> dict[int, datetime]:
                 cutoffs[span] = cutoff_before(now, timedelta(days=days))
             except (OverflowError, ValueError):
                 continue  # beyond the calendar: nothing is that old
+    if 3600 in cutoffs:
+        # Day rows go with their hours: each day that ends by the hours' cutoff.
+        hours = cutoffs[3600].astimezone(UTC)
+        cutoffs[DAY] = hours.replace(hour=0, minute=0, second=0, microsecond=0)
     return cutoffs
 
 
