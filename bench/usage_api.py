@@ -22,12 +22,16 @@ Then, on each history, the last 30 days are asked, interleaved in rounds (order
 rotating), each timed alone (wall clock, the database on this machine):
 
 - ``usage()`` ungrouped, by model, by key, by key and model (``archive.usage.usage``,
-  what the view calls), and ``top`` keys by tokens (``per_bucket=False``);
-- ``GET v1/usage?group_by=model`` whole, through Django's test client with a read
-  token: parsing, the query, JSON rendering.
+  what the views call), and ``top`` keys by tokens (``per_bucket=False``), with and
+  without latency percentiles;
+- whole requests through Django's test client with a read token (parsing, the
+  query, JSON or CSV rendering): ``v1/usage`` by model (JSON, with latency, CSV),
+  ungrouped with all three latencies, by key at day buckets, and ``v1/usage/top``.
 
 Printed: each call's median ms on each history, the 10x / 1x ratio (median of
-per-round ratios), rows read and rows answered. Creates and drops its own database.
+per-round ratios) and rows answered; an answer of more rows than ``USAGE_MAX_ROWS``
+is one the API refuses (a 400), so the headline is the slowest answer the API gives,
+beside the slowest ``usage()`` of any size. Creates and drops its own database.
 Run from the repo root::
 
     PYTHONPATH=.:bench python bench/usage_api.py --quick     # ~1 min
@@ -306,13 +310,15 @@ def run(args: argparse.Namespace, url: str) -> None:
 
         return run_once
 
-    def http(**params: str) -> Callable[[], int]:
+    def http(path: str = "v1/usage", **params: str) -> Callable[[], int]:
         def get() -> int:
             response = client.get(
-                "/control/telemetry/v1/usage",
+                f"/control/telemetry/{path}",
                 {"since": since.isoformat(), "until": until.isoformat(), **params},
             )
             assert response.status_code == 200, response.content[:300]
+            if params.get("format") == "csv":
+                return response.content.count(b"\n") - 1
             return len(response.json()["rows"])
 
         return get
@@ -327,7 +333,13 @@ def run(args: argparse.Namespace, url: str) -> None:
         "usage(), latency=all three": call(latency=["duration", "ttft", "tpot"]),
         "GET v1/usage?group_by=model": http(group_by="model"),
         "GET ...&latency=duration": http(group_by="model", latency="duration"),
+        "GET v1/usage?latency=all three": http(latency="duration,ttft,tpot"),
+        "GET ...?group_by=model&format=csv": http(group_by="model", format="csv"),
+        "GET ...?group_by=key&bucket=day": http(group_by="key", bucket="day"),
+        "GET v1/usage/top?by=key": http("v1/usage/top", by="key"),
+        "GET v1/usage/top?by=model&metric=cost": http("v1/usage/top", by="model", metric="cost"),
     }
+    cap = conf.USAGE_MAX_ROWS
     results: dict[str, dict[str, list[float]]] = {}
     answered: dict[str, int] = {}
     loaded: dict[str, int] = {}
@@ -352,19 +364,24 @@ def run(args: argparse.Namespace, url: str) -> None:
                 results.setdefault(name, {}).setdefault(label, []).append(elapsed)
     short, long = f"{args.days} d", f"{10 * args.days} d"
     print(f"\n{'call':36} {'rows':>6} {short:>9} {long:>9}  growth (goal <= {GOAL_GROWTH}x)")
-    worst, worst_growth = 0.0, 0.0
+    worst, worst_given, worst_growth = 0.0, 0.0, 0.0
     for name, by_history in results.items():
         a, b = by_history[short], by_history[long]
         growth = statistics.median(y / x for x, y in zip(a, b, strict=True))
         worst, worst_growth = max(worst, statistics.median(b)), max(worst_growth, growth)
+        given = answered[name] <= cap
+        if given:
+            worst_given = max(worst_given, statistics.median(a), statistics.median(b))
         print(
             f"{name:36} {answered[name]:>6} {statistics.median(a):>7.1f}ms "
             f"{statistics.median(b):>7.1f}ms  {growth:.2f}x"
+            + ("" if given else f"  (over USAGE_MAX_ROWS={cap}: the API refuses it)")
         )
-    verdict = "met" if worst <= GOAL_MS else "NOT met"
+    verdict = "met" if worst_given <= GOAL_MS else "NOT met"
     print(
-        f"HEADLINE slowest answer over 30 days at hour buckets: {worst:.1f} ms "
-        f"(goal <= {GOAL_MS:.0f} ms): {verdict}"
+        f"HEADLINE slowest answer the API gives over 30 days at hour buckets: "
+        f"{worst_given:.1f} ms (goal <= {GOAL_MS:.0f} ms): {verdict}; slowest usage() "
+        f"answer of any size: {worst:.1f} ms"
     )
     grown = "met" if worst_growth <= GOAL_GROWTH else "NOT met"
     print(
