@@ -143,7 +143,7 @@ def stored_form(texts: tuple[str, str, str, str], level: int = 0) -> tuple[Any, 
     tally = Tally()
     tally.merge_texts(*texts)
     form = (tally.known_aborts(), *tally.texts(known_aborts=False))
-    return form if level == 0 else (*form, percentiles_text(tally, level))
+    return form if level == 0 else (*form, percentiles_text(tally, level, 3600))
 
 
 def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> int:
@@ -257,7 +257,7 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                                     duration,
                                     ttft,
                                     tpot,
-                                    percentiles,
+                                    percentiles if at_span >= 3600 else "",
                                 )
                             )
                             rows += 1

@@ -98,8 +98,13 @@ def test_errors_aborts_by_reason_and_filters() -> None:
     [unkeyed] = usage(START, START + HOUR, group_by=["key", "outcome"], filters={"key": None}).rows
     assert unkeyed.group == {"key": None, "outcome": "aborted"}
     assert unkeyed.as_dict()["aborts"] == {"timeout": 1, "preempted": 1}
-    # Counts, whichever way the database summed them (never a Decimal: JSON says "1").
+    # Counts, whichever way the database summed them (never a Decimal: JSON says "1",
+    # and the CSV export, which failed on one, writes them).
     assert {type(n) for n in unkeyed.tally.aborts.values()} == {int}
+    from ferrox_stats.archive.usage import csv_lines
+
+    by_key = usage(START, START + HOUR, group_by=["key"])
+    assert '""timeout"": 1' in "".join(csv_lines(by_key))
 
 
 @pytest.mark.parametrize(

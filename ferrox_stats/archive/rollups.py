@@ -187,12 +187,13 @@ def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
     return merged
 
 
-def percentiles_text(tally: Tally, level: int) -> str:
-    """What a merged level's row stores of its distributions' percentiles (``""`` at
-    level 0, whose answers merge rows): per ``TIMES``, ``[count, p50, p95, p99]``
-    (seconds; null when it holds none), as compact JSON. An answer at the row's own
-    bucket reads them instead of parsing the distributions."""
-    if level == 0:
+def percentiles_text(tally: Tally, level: int, span: int) -> str:
+    """What a merged level's hour or day row stores of its distributions' percentiles:
+    per ``TIMES``, ``[count, p50, p95, p99]`` (seconds; null when it holds none), as
+    compact JSON. An answer at the row's own bucket reads them instead of parsing the
+    distributions. ``""`` at level 0 (its answers merge rows) and for minutes (short
+    ranges: their answers parse)."""
+    if level == 0 or span < 3600:
         return ""
     summary = []
     for name in TIMES:
@@ -289,7 +290,7 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                         tally.aborted,
                         *tally.known_aborts(),
                         *tally.texts(known_aborts=False),
-                        percentiles_text(tally, level),
+                        percentiles_text(tally, level, span),
                     )
                 )
             if arrays:
@@ -309,7 +310,7 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                 merged.append(
                     (
                         *stored.texts(known_aborts=False),
-                        percentiles_text(stored, level),
+                        percentiles_text(stored, level, span),
                         row_id,
                     )
                 )

@@ -34,24 +34,34 @@ def _text(aborts: dict[str, int]) -> str:
 
 
 def _pages(rows: Any) -> Any:
-    """Keyset pages by id, each read whole before it is written."""
-    page = list(rows.order_by("id")[:CHUNK])
+    """Keyset pages of ``(id, aborts, *known columns)`` by id, each read whole before
+    it is written."""
+    fields = ("id", "aborts", *KNOWN.values())
+    page = list(rows.order_by("id").values_list(*fields)[:CHUNK])
     while page:
         yield page
-        page = list(rows.filter(id__gt=page[-1].id).order_by("id")[:CHUNK])
+        page = list(rows.filter(id__gt=page[-1][0]).order_by("id").values_list(*fields)[:CHUNK])
+
+
+def _write(schema_editor: BaseDatabaseSchemaEditor, rows: list[tuple[Any, ...]]) -> None:
+    # One UPDATE per row by id, sent in one round trip (psycopg pipelines executemany):
+    # bulk_update's CASE over a page costs several times as much.
+    table = "ferrox_stats_rollup"
+    columns = ", ".join(f"{column} = %s" for column in ("aborts", *KNOWN.values()))
+    with schema_editor.connection.cursor() as cursor:
+        cursor.executemany(f"UPDATE {table} SET {columns} WHERE id = %s", rows)
 
 
 def columns_from_json(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     Rollup = apps.get_model("ferrox_stats", "Rollup")
     rows = Rollup.objects.using(schema_editor.connection.alias)
-    fields = ["aborts", *KNOWN.values()]
-    for page in _pages(rows.exclude(aborts="").only("id", *fields)):
-        for row in page:
-            aborts = json.loads(row.aborts)
-            for reason, column in KNOWN.items():
-                setattr(row, column, aborts.pop(reason, 0))
-            row.aborts = _text(aborts)
-        rows.bulk_update(page, fields)
+    for page in _pages(rows.exclude(aborts="")):
+        written = []
+        for row_id, text, *_ in page:
+            aborts = json.loads(text)
+            known = [aborts.pop(reason, 0) for reason in KNOWN]
+            written.append((_text(aborts), *known, row_id))
+        _write(schema_editor, written)
 
 
 def json_from_columns(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -60,14 +70,15 @@ def json_from_columns(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> No
     counted = Q()
     for column in KNOWN.values():
         counted |= Q(**{f"{column}__gt": 0})
-    for page in _pages(rows.filter(counted).only("id", "aborts", *KNOWN.values())):
-        for row in page:
-            aborts = json.loads(row.aborts) if row.aborts else {}
-            for reason, column in KNOWN.items():
-                if n := getattr(row, column):
+    for page in _pages(rows.filter(counted)):
+        written = []
+        for row_id, text, *known in page:
+            aborts = json.loads(text) if text else {}
+            for reason, n in zip(KNOWN, known, strict=True):
+                if n:
                     aborts[reason] = aborts.get(reason, 0) + n
-            row.aborts = _text(aborts)
-        rows.bulk_update(page, ["aborts"])
+            written.append((_text(aborts), *(0 for _ in KNOWN), row_id))
+        _write(schema_editor, written)
 
 
 class Migration(migrations.Migration):

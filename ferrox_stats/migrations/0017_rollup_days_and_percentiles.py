@@ -4,9 +4,8 @@
 # percentiles without parsing a distribution).
 #
 # Existing merged hour rows get their day rows, made by merging them day by day, and
-# every existing merged row its percentiles (both in Python: a day of 100 models takes
-# a few hundred milliseconds). Backwards, the day rows are deleted (the percentiles
-# column goes with the field).
+# their percentiles (both in Python; minute rows store none: their answers parse).
+# Backwards, the day rows are deleted (the percentiles column goes with the field).
 
 from __future__ import annotations
 
@@ -37,12 +36,17 @@ def days_and_percentiles(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) ->
 
     Rollup = apps.get_model("ferrox_stats", "Rollup")
     rows = Rollup.objects.using(schema_editor.connection.alias)
-    merged = rows.filter(level__gt=0)
-    for page in _pages(merged.filter(percentiles="")):
-        for row in page:
-            row.percentiles = percentiles_text(stored_tally(row), row.level)
-        rows.bulk_update(page, ["percentiles"])
-    hours = merged.filter(span_s=3600).order_by("bucket", "id")
+    hours = rows.filter(level__gt=0, span_s=3600)
+    for page in _pages(hours.filter(percentiles="")):
+        written = [
+            (percentiles_text(stored_tally(row), row.level, row.span_s), row.id) for row in page
+        ]
+        with schema_editor.connection.cursor() as cursor:
+            # One UPDATE per row, in one round trip (psycopg pipelines executemany).
+            cursor.executemany(
+                "UPDATE ferrox_stats_rollup SET percentiles = %s WHERE id = %s", written
+            )
+    hours = hours.order_by("bucket", "id")
     made: list[Any] = []
     day_start: Any = None
     pending: list[Any] = []
@@ -62,7 +66,7 @@ def days_and_percentiles(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) ->
                     errors=tally.errors, aborted=tally.aborted,
                     aborts_client_disconnect=known[0], aborts_explicit=known[1],
                     aborts_timeout=known[2], aborts=aborts, duration=duration, ttft=ttft,
-                    tpot=tpot, percentiles=percentiles_text(tally, level),
+                    tpot=tpot, percentiles=percentiles_text(tally, level, span),
                 )
             )  # fmt: skip
         pending.clear()
