@@ -5,15 +5,17 @@
 requests, token sums, errors, aborts by reason, and the latency distributions merged
 bucket by bucket (never averaged percentiles): each percentile is a bucket midpoint
 within ``RELATIVE_ERROR`` (1/64) of the nearest-rank percentile of the values. Minute
-buckets read the minute rollups; hour and day buckets read the hour rollups (a day is
-a UTC day). It costs O(rollup rows in the range), whatever the archive holds; and each
-step reads the coarsest rollup level that keeps what it groups, filters and prices by
-(``rollups.LEVELS``): an answer by model, or by nothing, reads a row per model or per
-bucket, not every group's (so at the rollups' own width, hour or minute, each of its
-distributions is one stored distribution read, none merged).
+buckets read the minute rollups, hour buckets the hour rollups, day buckets (UTC days)
+the merged levels' day rows or every group's hour rows. It costs O(rollup rows in the
+range), whatever the archive holds; and each step reads the coarsest rollup level that
+keeps what it groups and filters by (``rollups.LEVELS``): an answer by model, or by
+nothing, reads a row per model or per bucket, not every group's, and at hour and day
+buckets their stored percentiles (no distribution parsed), its totals' distributions
+merged from the range's whole days and the hours at either end (``_merged_over``).
 
-Cost (``core.prices``): each rollup row's token sums are priced at its model's price in
-force at the row's bucket (a price takes effect on a whole hour, so every row has one);
+Cost (``core.prices``): the database prices each rollup row's token sums at its model's
+price in force at the row's bucket (a price takes effect on a whole hour, so every hour
+row has one; a day bucket reads hour rows when a price changes within a day);
 a row whose model has no price adds its requests to ``unpriced_requests`` and nothing
 to ``cost``, which stays ``None`` while no row of the group had a price. A request
 archived without token counts adds no tokens to the sums it is priced by.
@@ -311,10 +313,10 @@ def usage(
     answer would hold more than ``max_rows`` rows. Rows are ordered by bucket, then
     group. ``per_bucket=False`` sums each group over the whole range instead (one row
     per group, its ``bucket`` the range's start). ``latency`` names the distributions
-    to merge (any of ``TIMES``; the others stay empty): they cost most, since every
-    bucket count of every rollup row read is merged in Python; by model or by nothing
-    that is a row per model or per bucket (``level_keeping``), by any other label every
-    group's row (docs/benchmarks.md, "Usage API")."""
+    to give (any of ``TIMES``; the others stay empty): by model or by nothing at hour
+    and day buckets they are read as the rows stored them; by any other label every
+    group's distributions are parsed and merged in Python, which costs most
+    (docs/benchmarks.md, "Usage API, second pass")."""
     from ..models import Rollup
 
     if bucket not in BUCKETS:
