@@ -34,6 +34,26 @@ def test_the_price_in_force_is_the_latest_that_took_effect() -> None:
     assert prices.price("m", FEB) == ModelPrice(FEB, 0.5, 1.5, None)
 
 
+def test_each_price_is_in_force_until_the_next_of_its_model() -> None:
+    periods = book().model_periods()
+    assert [(model, start, end) for model, start, end, _ in periods] == [
+        ("m", JAN, FEB),
+        ("m", FEB, None),
+    ]
+    assert [price.input for *_, price in periods] == [1.0, 0.5]
+    assert PriceBook().model_periods() == []
+
+
+def test_a_price_that_takes_effect_within_a_day_is_found_in_its_range() -> None:
+    noon = parse({"m": [{"from": "2026-01-01T12:00Z", "input": 1, "output": 1}]}, {})
+    day_ms = 24 * HOUR_MS
+    assert noon.changes_within_a_day(JAN, JAN + day_ms)
+    assert not noon.changes_within_a_day(JAN + day_ms, JAN + 2 * day_ms)  # before: not in it
+    assert not noon.changes_within_a_day(JAN - day_ms, JAN + 12 * HOUR_MS)  # ends at noon
+    # Prices from midnights price each UTC day at one price.
+    assert not book().changes_within_a_day(JAN - day_ms, FEB + day_ms)
+
+
 def test_cost_prices_cached_prompt_tokens_apart_and_as_input_without_a_cached_price() -> None:
     prices = book()
     # 1M prompt tokens of which 400k cached, 1M completion, in January.
