@@ -74,7 +74,7 @@ _SUMMED = COUNTERS  # the counters loop below unpacks the sums in this order
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass
+@dataclass(slots=True)
 class UsageRow:
     """One bucket of one group: ``group`` holds the grouped dimensions' values (``None``
     for a record that had none), ``tally`` the sums (``core.rollup.Tally``; times in
