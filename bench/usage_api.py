@@ -146,6 +146,27 @@ def stored_form(texts: tuple[str, str, str, str], level: int = 0) -> tuple[Any, 
     return form if level == 0 else (*form, percentiles_text(tally, level, 3600))
 
 
+def row_of(
+    span: int,
+    at: datetime,
+    digest: str,
+    group: tuple[Any, ...],
+    level: int,
+    requests: int,
+    errors: int,
+    aborted: int,
+    stored: tuple[Any, ...],
+) -> tuple[Any, ...]:
+    """A rollup row in ``load``'s COPY column order; ``stored`` is ``stored_form``'s
+    (with the percentiles text last), its abort reasons kept only if any aborted."""
+    known, aborts, duration, ttft, tpot, percentiles = stored
+    return (
+        span, at, digest, *group, level, *counters(requests), errors, aborted,
+        *(known if aborted else NO_ABORTS), aborts if aborted else "",
+        duration, ttft, tpot, percentiles,
+    )  # fmt: skip
+
+
 def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> int:
     """COPY the rollups of ``days`` days before END; return the rows loaded."""
     from ferrox_stats.archive.rollups import DAY, group_key
@@ -200,23 +221,9 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                         errors = requests if group[4] == "error" else 0
                         aborted = requests if group[4] == "aborted" else 0
                         copy.write_row(
-                            (
-                                span,
-                                moment,
-                                digests[group],
-                                *group,
-                                0,
-                                *counters(requests),
-                                errors,
-                                aborted,
-                                *(known if aborted else NO_ABORTS),
-                                aborts if aborted else "",
-                                duration,
-                                ttft,
-                                tpot,
-                                "",
-                            )
-                        )
+                            row_of(span, moment, digests[group], group, 0, requests, errors,
+                                   aborted, (known, aborts, duration, ttft, tpot, ""))
+                        )  # fmt: skip
                         rows += 1
                         for key in ((1, group[0]), (2, None)):
                             sums = merged.setdefault(key, [0, 0, 0])
@@ -238,28 +245,12 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                             known, aborts, duration, ttft, tpot, percentiles = rng.choice(
                                 pool_of[level]
                             )
+                            kept = percentiles if at_span >= 3600 else ""  # minutes keep none
                             copy.write_row(
-                                (
-                                    at_span,
-                                    at,
-                                    merged_digests[(level, model)],
-                                    model,
-                                    None,
-                                    "",
-                                    None,
-                                    "",
-                                    level,
-                                    *counters(requests),
-                                    errors,
-                                    aborted,
-                                    *(known if aborted else NO_ABORTS),
-                                    aborts if aborted else "",
-                                    duration,
-                                    ttft,
-                                    tpot,
-                                    percentiles if at_span >= 3600 else "",
-                                )
-                            )
+                                row_of(at_span, at, merged_digests[(level, model)],
+                                       (model, None, "", None, ""), level, requests, errors,
+                                       aborted, (known, aborts, duration, ttft, tpot, kept))
+                            )  # fmt: skip
                             rows += 1
         conn.commit()
     with psycopg.connect(url, autocommit=True) as conn:

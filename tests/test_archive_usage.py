@@ -467,6 +467,22 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
         ("Index Only Scan", "ferrox_rollup_level_counters"),
         ("Index Only Scan", "ferrox_rollup_level_aborts"),
     ]
+    # By model or by nothing, a latency answer's stored percentiles too (migration
+    # 0017): the merged rows' partial index.
+    if group_by in ([], ["model"]):
+        with transaction.atomic(), connection.cursor() as db:
+            for setting in ("seqscan", "bitmapscan"):
+                db.execute(f"SET LOCAL enable_{setting} = off")
+            with CaptureQueriesContext(connection) as captured:
+                usage(START, START + timedelta(days=1), group_by=group_by, latency=["ttft"])
+            percentiles = [q["sql"] for q in captured.captured_queries if "percentiles" in q["sql"]]
+            assert len(percentiles) == 1
+            db.execute("EXPLAIN (FORMAT JSON) " + percentiles[0])
+            [scan] = _scans(db.fetchone()[0][0]["Plan"])
+        assert (scan["Node Type"], scan.get("Index Name")) == (
+            "Index Only Scan",
+            "ferrox_rollup_percentiles",
+        )
 
 
 # -- rollup levels -------------------------------------------------------------------------
@@ -491,16 +507,38 @@ def mixed_records(n: int = 36) -> list[object]:
 
 
 def merged_by_bucket(answer: object, keep: tuple[str, ...] = ()) -> dict[object, object]:
+    """The rows of ``answer`` merged per bucket and the ``keep`` labels of their group."""
+    return merged_rows(answer.rows, keep, by_bucket=True)  # type: ignore[attr-defined]
+
+
+def merged_rows(
+    rows: list[object], keep: tuple[str, ...], *, by_bucket: bool = False
+) -> dict[object, object]:
     from ferrox_stats.archive.usage import UsageRow
 
     merged: dict[object, UsageRow] = {}
-    for row in answer.rows:  # type: ignore[attr-defined]
-        key = (row.bucket, *(row.group[name] for name in keep))
+    for row in rows:
+        labels = tuple(row.group[name] for name in keep)  # type: ignore[attr-defined]
+        key = (row.bucket, *labels) if by_bucket else labels  # type: ignore[attr-defined]
         into = merged.get(key)
         if into is None:
-            into = merged[key] = UsageRow(row.bucket, {name: row.group[name] for name in keep})
-        into.add(row)
+            into = merged[key] = UsageRow(row.bucket, dict(zip(keep, labels, strict=True)))  # type: ignore[attr-defined]
+        into.add(row)  # type: ignore[arg-type]
     return merged
+
+
+def assert_merged_level_answers_as_the_groups(
+    since: datetime, until: datetime, bucket: str, coarse: tuple[str, ...], fine: tuple[str, ...]
+) -> tuple[object, object]:
+    """The answer grouped by ``coarse`` (a merged level's) row for row equal to the one
+    grouped by ``fine`` (every group's) merged down to it; both answers."""
+    coarse_answer = usage(since, until, bucket=bucket, group_by=coarse, latency=TIMES)
+    fine_answer = usage(since, until, bucket=bucket, group_by=fine, latency=TIMES)
+    want = merged_by_bucket(fine_answer, coarse)
+    assert len(coarse_answer.rows) == len(want) >= 1
+    for row in coarse_answer.rows:
+        same_row(row, want[(row.bucket, *row.group.values())])
+    return coarse_answer, fine_answer
 
 
 def same_row(got: object, want: object) -> None:
@@ -519,13 +557,7 @@ def test_a_merged_level_answers_what_the_groups_merged_answer(
     # Ungrouped reads the total rows (level 2), by model the model rows (level 1): the
     # same counters, abort reasons and distributions as every group's rows merged.
     archive(*mixed_records())
-    since, until = START, START + 4 * HOUR
-    coarse_answer = usage(since, until, bucket=bucket, group_by=coarse, latency=TIMES)
-    fine_answer = usage(since, until, bucket=bucket, group_by=fine, latency=TIMES)
-    want = merged_by_bucket(fine_answer, coarse)
-    assert len(coarse_answer.rows) == len(want) >= 1
-    for row in coarse_answer.rows:
-        same_row(row, want[(row.bucket, *row.group.values())])
+    assert_merged_level_answers_as_the_groups(START, START + 4 * HOUR, bucket, coarse, fine)
 
 
 @pytest.mark.parametrize("stored", [True, False])
@@ -542,14 +574,12 @@ def test_a_merged_levels_totals_over_days_and_hours_equal_the_groups_merged(
         Rollup.objects.update(percentiles="")
     since, until = START + 5 * HOUR, START + 2 * DAY + 3 * HOUR
     for bucket in ("hour", "day"):
-        coarse_answer = usage(since, until, bucket=bucket, group_by=coarse, latency=TIMES)
-        fine_answer = usage(since, until, bucket=bucket, group_by=fine, latency=TIMES)
-        want = merged_by_bucket(fine_answer, coarse)
-        assert len(coarse_answer.rows) == len(want) >= 2
-        for row in coarse_answer.rows:
-            same_row(row, want[(row.bucket, *row.group.values())])
-        fine_totals = merged_totals(fine_answer.totals(), coarse)
-        totals = coarse_answer.totals()
+        coarse_answer, fine_answer = assert_merged_level_answers_as_the_groups(
+            since, until, bucket, coarse, fine
+        )
+        assert len(coarse_answer.rows) >= 2  # type: ignore[attr-defined]
+        fine_totals = merged_rows(fine_answer.totals(), coarse)  # type: ignore[attr-defined]
+        totals = coarse_answer.totals()  # type: ignore[attr-defined]
         assert len(totals) == len(fine_totals) >= 1
         for total in totals:
             same_row(total, fine_totals[tuple(total.group.values())])
@@ -560,19 +590,6 @@ def test_a_merged_levels_totals_over_days_and_hours_equal_the_groups_merged(
 
 def shifted(records: list[object], by: timedelta) -> list[object]:
     return [r._replace(at_ms=r.at_ms + int(by.total_seconds() * 1000)) for r in records]  # type: ignore[attr-defined]
-
-
-def merged_totals(rows: list[object], keep: tuple[str, ...]) -> dict[object, object]:
-    from ferrox_stats.archive.usage import UsageRow
-
-    merged: dict[object, UsageRow] = {}
-    for row in rows:
-        key = tuple(row.group[name] for name in keep)  # type: ignore[attr-defined]
-        into = merged.get(key)
-        if into is None:
-            into = merged[key] = UsageRow(row.bucket, {name: row.group[name] for name in keep})  # type: ignore[attr-defined]
-        into.add(row)  # type: ignore[arg-type]
-    return merged
 
 
 def test_each_answer_reads_the_coarsest_level_that_keeps_what_it_needs() -> None:

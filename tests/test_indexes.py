@@ -16,10 +16,11 @@ def covering_indexes() -> list[CoveringIndex]:
     return [index for index in Rollup._meta.indexes if isinstance(index, CoveringIndex)]
 
 
-def test_the_rollup_has_its_two_covering_indexes() -> None:
+def test_the_rollup_has_its_three_covering_indexes() -> None:
     assert {index.name for index in covering_indexes()} == {
         "ferrox_rollup_level_counters",
         "ferrox_rollup_level_aborts",
+        "ferrox_rollup_percentiles",
     }
 
 
