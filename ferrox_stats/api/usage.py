@@ -30,6 +30,7 @@ from . import serializers
 from .base import FerroxView, documented
 from .params import clamped_limit, only_known
 from .throttling import FerroxScopedRateThrottle
+from .usage_json import UsageDocument, UsageRenderer, total_dict
 from .views import ERRORS, FormatIsOurs
 
 DEFAULT_RANGE = timedelta(days=1)
@@ -171,6 +172,7 @@ class UsageView(FerroxView):
     session_permissions = (access.ARCHIVE,)
     endpoint_name = "usage"
     content_negotiation_class = FormatIsOurs
+    renderer_classes = [UsageRenderer]  # the rows written from their values
     throttle_classes = [FerroxScopedRateThrottle]
     throttle_scope = "ferrox_stats_history"
 
@@ -225,19 +227,7 @@ class UsageView(FerroxView):
             )
             response["Content-Disposition"] = 'attachment; filename="ferrox-usage.csv"'
             return response
-        return Response(
-            {
-                **_head(answer, filters),
-                "rows": [row.as_dict(answer.latency) for row in answer.rows],
-                "totals": [_total(row, answer.latency) for row in answer.totals()],
-            }
-        )
-
-
-def _total(row: rollups.UsageRow, latency: tuple[str, ...]) -> dict[str, Any]:
-    wire = row.as_dict(latency)
-    del wire["bucket"], wire["bucket_ms"]
-    return wire
+        return Response(UsageDocument(_head(answer, filters), answer, answer.totals()))
 
 
 class UsageTopView(FerroxView):
@@ -292,6 +282,6 @@ class UsageTopView(FerroxView):
                 **_head(answer, filters),
                 "by": by,
                 "metric": metric,
-                "rows": [_total(row, answer.latency) for row in ranked],
+                "rows": [total_dict(row, answer.latency) for row in ranked],
             }
         )

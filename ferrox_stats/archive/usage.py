@@ -71,6 +71,9 @@ DIMENSIONS = {
 }
 """What a usage answer may be grouped and filtered by -> the rollup column."""
 _SUMMED = COUNTERS  # the counters loop below unpacks the sums in this order
+_TIME_AT = {name: at for at, name in enumerate(TIMES)}  # in a stored percentiles text
+SUMMARY_KEYS = ("count", *(f"p{p}" for p in PERCENTILES))
+"""A latency summary's keys, in the wire's order."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -102,22 +105,27 @@ class UsageRow:
         self.cost = _plus(self.cost, other.cost)
         self.replica_cost = _plus(self.replica_cost, other.replica_cost)
 
+    def summaries(self, names: Iterable[str] = TIMES) -> list[tuple[float | int | None, ...]]:
+        """Per distribution of ``names``: how many values, then its ``PERCENTILES`` in
+        seconds (``None`` when it holds none)."""
+        stored = json.loads(self.stored) if self.stored else None
+        result: list[tuple[float | int | None, ...]] = []
+        for name in names:
+            if stored is not None:
+                result.append(tuple(stored[_TIME_AT[name]]))
+            else:
+                distribution = getattr(self.tally, name)
+                result.append((distribution.count, *distribution.quantiles(PERCENTILES)))
+        return result
+
     def latency(self, names: Iterable[str] = TIMES) -> dict[str, dict[str, float | int | None]]:
         """Per distribution of ``names`` (as ``duration_s``, ``ttft_s``, ``tpot_s``): how
         many values, and ``p50``/``p95``/``p99`` in seconds (``None`` when it holds none)."""
-        result: dict[str, dict[str, float | int | None]] = {}
-        stored = dict(zip(TIMES, json.loads(self.stored), strict=True)) if self.stored else {}
-        for name in names:
-            if name in stored:
-                count, *values = stored[name]
-            else:
-                distribution = getattr(self.tally, name)
-                count, values = distribution.count, distribution.quantiles(PERCENTILES)
-            summary: dict[str, float | int | None] = {"count": count}
-            for p, value in zip(PERCENTILES, values, strict=True):
-                summary[f"p{p}"] = value
-            result[f"{name}_s"] = summary
-        return result
+        names = tuple(names)
+        return {
+            f"{name}_s": dict(zip(SUMMARY_KEYS, summary, strict=True))
+            for name, summary in zip(names, self.summaries(names), strict=True)
+        }
 
     def as_dict(self, latency: Iterable[str] = TIMES) -> dict[str, Any]:
         """The JSON-able form: bucket, group, counters, the ``latency`` distributions'
@@ -372,6 +380,7 @@ def usage(
     seconds = _int if epoch is not None else _seconds
     first = int((start - _EPOCH).total_seconds())
     cells: dict[tuple[int, tuple[str | None, ...]], UsageRow] = {}
+    moments: dict[int, datetime] = {}
 
     def cell(at_s: int, group: tuple[str | None, ...]) -> UsageRow:
         key = (at_s - (at_s - first) % width if per_bucket else first, group)
@@ -379,7 +388,9 @@ def usage(
         if row is None:
             if max_rows is not None and len(cells) >= max_rows:
                 raise TooManyRows(len(cells) + 1, max_rows)
-            moment = _EPOCH + timedelta(seconds=key[0])
+            moment = moments.get(key[0])
+            if moment is None:  # a bucket's groups share its datetime
+                moment = moments[key[0]] = _EPOCH + timedelta(seconds=key[0])
             row = cells[key] = UsageRow(moment, dict(zip(grouped, group, strict=True)))
         return row
 
@@ -451,7 +462,8 @@ def usage(
         row.aborted += aborted
         if by_model:
             cost, unpriced = values[-2:]
-            row.cost = _plus(row.cost, cost)
+            if cost is not None:
+                row.cost = cost if row.cost is None else row.cost + cost
             row.unpriced_requests += unpriced
         else:
             row.unpriced_requests += requests
@@ -491,7 +503,10 @@ def usage(
             for values in _fetch(
                 rows.order_by().values_list(at, *columns, "percentiles"), raw=epoch is not None
             ):
-                row = cell(seconds(values[0]), values[1 : 1 + n])
+                # A row per cell, at the cell's own bucket (the span is the width): most
+                # cells are the counters' already.
+                at_s, group = seconds(values[0]), values[1 : 1 + n]
+                row = cells.get((at_s, group)) or cell(at_s, group)
                 if values[-1]:
                     row.stored = values[-1]
                 else:
@@ -510,7 +525,9 @@ def usage(
             latency_totals = None
     elif distributions:
         _merge_into(rows, at, columns, distributions, cell, seconds, epoch)
-    ordered = [cells[key] for key in sorted(cells, key=_order)]
+    # Each group's sort key made once (a few groups, thousands of cells).
+    group_order = {group: _group_order(group) for _, group in cells}
+    ordered = [cells[key] for key in sorted(cells, key=lambda k: (k[0], group_order[k[1]]))]
     return Usage(
         start,
         end,
@@ -599,10 +616,6 @@ def _group_order(group: tuple[str | None, ...]) -> tuple[Any, ...]:
     return tuple((value is not None, value or "") for value in group)
 
 
-def _order(key: tuple[int, tuple[str | None, ...]]) -> tuple[Any, ...]:
-    return (key[0], _group_order(key[1]))
-
-
 # -- the top groups and CSV ---------------------------------------------------------------
 
 TOP_METRICS = (
@@ -673,11 +686,24 @@ def csv_lines(answer: Usage) -> Iterator[str]:
     writer = csv.writer(Echo())
     yield writer.writerow(csv_columns(answer.group_by, answer.latency))
     for row in answer.rows:
-        wire = row.as_dict(answer.latency)
-        cells: list[Any] = [wire["bucket"], wire["bucket_ms"], *row.group.values()]
-        for name in CSV_COUNTERS:
-            value = wire[name]
-            cells.append(json.dumps(value, sort_keys=True) if name == "aborts" else value)
-        for summary in wire["latency"].values():
-            cells.extend(summary.values())
+        tally = row.tally
+        cells: list[Any] = [
+            row.bucket.isoformat(),
+            epoch_ms(row.bucket),
+            *row.group.values(),
+            # CSV_COUNTERS, in its order:
+            tally.requests,
+            tally.prompt_tokens,
+            tally.completion_tokens,
+            tally.cached_tokens,
+            tally.out_of_range,
+            row.errors,
+            row.aborted,
+            json.dumps(tally.aborts, sort_keys=True),
+            row.cost,
+            row.unpriced_requests,
+            row.replica_cost,
+        ]
+        for summary in row.summaries(answer.latency):
+            cells.extend(summary)
         yield writer.writerow(["" if value is None else value for value in cells])

@@ -1,0 +1,86 @@
+"""``api.usage_json``: a usage answer written from its rows' values, byte for byte as DRF
+writes the rows' dicts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ferrox_stats.api.base import FerroxJSONRenderer
+from ferrox_stats.api.usage_json import UsageDocument, UsageRenderer
+from ferrox_stats.archive.rollups import percentiles_text
+from ferrox_stats.archive.usage import DIMENSIONS, Usage, UsageRow
+from ferrox_stats.core.rollup import TIMES, Tally
+from tests.api.test_wire import outcome
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+# Labels and abort reasons as any caller could send them: the JavaScript line
+# separators DRF escapes, NUL, a lone surrogate (which UTF-8 refuses), any Unicode.
+texts = st.lists(
+    st.characters() | st.sampled_from(["\u2028", "\u2029", "\x00", "\ud800", "é", "%s", '"']),
+    max_size=6,
+).map("".join)
+counts = st.integers(0, 2**63)
+# NaN and the infinities: strict JSON refuses them, whichever path writes the answer.
+money = st.none() | st.floats() | st.floats(0, 1e6)
+durations = st.floats(0, 1e4) | st.integers(0, 10).map(float)
+
+
+@st.composite
+def answers(draw: Any) -> tuple[Usage, list[UsageRow]]:
+    group_by = tuple(draw(st.lists(st.sampled_from(list(DIMENSIONS)), unique=True, max_size=3)))
+    latency = tuple(draw(st.lists(st.sampled_from(TIMES), unique=True)))
+    rows = []
+    for _ in range(draw(st.integers(0, 4))):
+        at = START + timedelta(hours=draw(st.integers(0, 1000)))
+        row = UsageRow(at, {name: draw(st.none() | texts) for name in group_by})
+        tally = row.tally
+        tally.requests, tally.prompt_tokens, tally.completion_tokens = (draw(counts),) * 3
+        tally.cached_tokens, tally.out_of_range = draw(counts), draw(counts)
+        tally.aborts.update(draw(st.dictionaries(texts, counts, max_size=3)))
+        row.errors, row.aborted, row.unpriced_requests = draw(counts), draw(counts), draw(counts)
+        row.cost, row.replica_cost = draw(money), draw(money)
+        if draw(st.booleans()):  # a merged level's stored percentiles, as the writer stores
+            stored = Tally()
+            for name in TIMES:
+                getattr(stored, name).add_many(draw(st.lists(durations, max_size=4)))
+            row.stored = percentiles_text(stored, level=1, span=3600)
+        else:  # the tally's distributions, merged from the rows
+            for name in latency:
+                getattr(tally, name).add_many(draw(st.lists(durations, max_size=4)))
+        rows.append(row)
+    answer = Usage(START, START + timedelta(days=2), "hour", group_by, rows, latency=latency)
+    return answer, answer.totals()
+
+
+HEAD = {"since": START.isoformat(), "group_by": ["model"], "filters": {"key": "\u2028é"}}
+
+
+def drf(document: UsageDocument, media_type: str = "application/json") -> bytes:
+    """What the view wrote before: the document's dicts through DRF's JSON renderer."""
+    return FerroxJSONRenderer().render(document.document(), media_type, {})
+
+
+def ours(document: UsageDocument, media_type: str = "application/json") -> bytes:
+    return UsageRenderer().render(document, media_type, {})
+
+
+@settings(max_examples=300)
+@given(answer=answers(), head=st.sampled_from([HEAD, {}]))
+def test_an_answer_is_the_bytes_drf_writes_for_its_dicts(
+    answer: tuple[Usage, list[UsageRow]], head: dict[str, Any]
+) -> None:
+    document = UsageDocument(head, *answer)
+    assert outcome(lambda: ours(document)) == outcome(lambda: drf(document))
+
+
+def test_an_indented_answer_and_any_other_data_take_drfs_path() -> None:
+    row = UsageRow(START, {"model": "m"})
+    document = UsageDocument(HEAD, Usage(START, START, "hour", ("model",), [row]), [row])
+    indented = "application/json; indent=2"
+    assert ours(document, indented) == drf(document, indented)
+    assert b'\n  "rows"' in ours(document, indented)
+    assert UsageRenderer().render({"detail": "x"}, "application/json", {}) == b'{"detail":"x"}'
