@@ -18,6 +18,9 @@ merge of that bucket's groups (merging each bucket's would make the load hours l
 The merged rows also get their day rows (a pool of texts each merged from 24 merged
 hour texts) and every merged row its stored percentiles, as the writer keeps them.
 
+Every answer is priced by ``PRICES``: 50 models with two prices each, the five served
+ones changing price within the range asked.
+
 Then, on each history, the last 30 days are asked, interleaved in rounds (order
 rotating), each timed alone (wall clock, the database on this machine):
 
@@ -61,7 +64,25 @@ ROUTES = ["/v1/chat/completions", "/v1/completions"]
 REPLICAS = [f"gpu-{i}" for i in range(4)]
 KEYS = [f"team-{i:02d}" for i in range(20)]
 OUTCOMES = ["ok", "ok", "ok", "error", "aborted"]
-PRICES = {model: [{"from": "2026-01-01", "input": 0.2, "output": 0.6}] for model in MODELS}
+# A platform's price table, not five lines: each served model's price changed once in
+# the range asked (mid-month, on a whole hour), and 45 catalogue models priced that
+# serve nothing here (a price lookup must not cost per price: the CASE it replaced did).
+PRICES = {
+    **{
+        f"catalogue-model-{i:02d}": [
+            {"from": "2026-01-01", "input": 0.1, "output": 0.3},
+            {"from": "2026-06-01", "input": 0.08, "output": 0.25, "cached": 0.02},
+        ]
+        for i in range(45)
+    },
+    **{
+        model: [
+            {"from": "2026-01-01", "input": 0.25, "output": 0.75},
+            {"from": "2026-11-15T13:00Z", "input": 0.2, "output": 0.6, "cached": 0.05},
+        ]
+        for model in MODELS
+    },
+}
 
 
 def arguments() -> argparse.Namespace:
