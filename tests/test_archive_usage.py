@@ -498,10 +498,12 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("prices", [None, PRICES])
-def test_the_planner_knows_how_few_days_and_groups_a_day_answer_sums(prices: object) -> None:
-    # 10 days of 5 keys an hour: 1 200 hour rows, 50 (day, key) groups. Without the
-    # statistics of migration 0018 (or if the answer's day expression stopped being
-    # theirs) the planner guesses a group per row, and sorts every row by the day
+def test_the_planner_knows_how_few_rows_and_groups_an_answer_reads(prices: object) -> None:
+    # 10 days of 5 keys an hour: 1 200 hour rows, 50 (day, key) groups, and 240 rows of
+    # the per-model level among 1 800 minute rows. Without the statistics of migration
+    # 0018 (or if the answer's day expression stopped being theirs) the planner takes
+    # span and level as independent, and guesses a group per row of a day's sum: it
+    # starts parallel workers for a few thousand rows, and sorts every row by the day
     # instead of hashing them (on disk, at 30 days of 100 groups an hour).
     archive(
         *(
@@ -512,14 +514,29 @@ def test_the_planner_knows_how_few_days_and_groups_a_day_answer_sums(prices: obj
     with connection.cursor() as db:
         db.execute("ANALYZE ferrox_stats_rollup")
     book = priced(prices) if prices else None
-    with CaptureQueriesContext(connection) as captured:
-        answer = usage(START, START + 10 * DAY, bucket="day", group_by=["key"], prices=book)  # type: ignore[arg-type]
-    assert len(answer.rows) == 50
-    [summed] = [q["sql"] for q in captured.captured_queries if "requests" in q["sql"]]
+
+    def estimated(**asked: object) -> tuple[int, float, float]:
+        with CaptureQueriesContext(connection) as captured:
+            answer = usage(START, START + 10 * DAY, prices=book, **asked)  # type: ignore[arg-type]
+        [summed] = [q["sql"] for q in captured.captured_queries if "requests" in q["sql"]]
+        with connection.cursor() as db:
+            db.execute("EXPLAIN (FORMAT JSON) " + summed)
+            plan = db.fetchone()[0][0]["Plan"]
+        [scan] = _scans(plan)
+        return len(answer.rows), plan["Plan Rows"], scan["Plan Rows"]
+
     with connection.cursor() as db:
-        db.execute("EXPLAIN (FORMAT JSON) " + summed)
-        estimated = db.fetchone()[0][0]["Plan"]["Plan Rows"]
-    assert estimated <= 100, estimated
+        db.execute("SELECT stxname FROM pg_statistic_ext WHERE stxname LIKE 'ferrox_rollup_%%'")
+        assert sorted(name for (name,) in db.fetchall()) == [
+            "ferrox_rollup_day_groups",
+            "ferrox_rollup_levels",  # (this data is too even for its absence to show)
+        ]
+    # By key at day buckets: 50 groups of 1 200 rows.
+    rows, groups, read = estimated(bucket="day", group_by=["key"])
+    assert (rows, groups <= 100, read <= 2_400) == (50, True, True), (groups, read)
+    # By model at hour buckets: 240 rows of the per-model level, one per answer row.
+    rows, groups, read = estimated(bucket="hour", group_by=["model"])
+    assert (rows, groups <= 480, read <= 480) == (240, True, True), (groups, read)
 
 
 # -- rollup levels -------------------------------------------------------------------------

@@ -15,7 +15,8 @@ merged from the range's whole days and the hours at either end (``_merged_over``
 
 Cost (``core.prices``): the database prices each rollup row's token sums at its model's
 price in force at the row's bucket (a price takes effect on a whole hour, so every hour
-row has one; a day bucket reads hour rows when a price changes within a day);
+row has one; a day bucket reads hour rows when a price changes within a day), found by
+a join to the price table (``_priced_sums``; the ORM's ``CASE`` on other databases);
 a row whose model has no price adds its requests to ``unpriced_requests`` and nothing
 to ``cost``, which stays ``None`` while no row of the group had a price. A request
 archived without token counts adds no tokens to the sums it is priced by.
@@ -234,7 +235,8 @@ def _abort_sums_in_python(texts: Any, n: int) -> Iterable[tuple[Any, ...]]:
 
 def _token_cost_sums(prices: PriceBook) -> dict[str, Any]:
     """Two sums that price each rollup row's tokens in the database (so that no answer
-    is split by model to be priced in Python): ``cost``, NULL while no row summed had a
+    is split by model to be priced in Python), as ORM expressions, for a database
+    ``_priced_sums`` has no SQL for: ``cost``, NULL while no row summed had a
     price, and ``unpriced``, the requests of the rows that had none. A row's price is
     its model's in force at its bucket (a price starts on a whole hour: a minute or an
     hour row has one), applied to its token sums as ``ModelPrice.cost`` applies it."""
@@ -478,7 +480,7 @@ def usage(
 
     # 1. The counters, summed by the database per bucket and group, errors and aborts
     # by the outcome, the tokens priced too (each row at its model's price:
-    # ``_token_cost_sums``), per replica where its hours are costed.
+    # ``_priced_sums``), per replica where its hours are costed.
     keys = [*columns, *(["replica"] if by_replica else [])]
     replica_at = lead + len(keys) - 1
     # Each (replica, rollup bucket) is costed once, however many groups it holds.
@@ -594,7 +596,7 @@ def usage(
     elif distributions:
         _merge_into(rows, at, columns, distributions, cell, seconds, epoch)
     # Each group's sort key made once (a few groups, thousands of cells).
-    group_order = {group: _group_order(group) for _, group in cells}
+    group_order = {group: _group_order(group) for group in {group for _, group in cells}}
     ordered = [cells[key] for key in sorted(cells, key=lambda k: (k[0], group_order[k[1]]))]
     return Usage(
         start,
