@@ -18,7 +18,11 @@
 # operator's) fills them: about 2 s longer per 0.74M rollup rows. SQLite has no such
 # statistics: nothing is done there.
 
+from __future__ import annotations
+
+from django.apps.registry import Apps
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 DAY = "(CAST(EXTRACT(EPOCH FROM bucket) AS bigint) / 86400)"
 STATISTICS = {
@@ -27,7 +31,7 @@ STATISTICS = {
 }
 
 
-def create(apps, schema_editor):
+def create(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     table = schema_editor.quote_name(apps.get_model("ferrox_stats", "Rollup")._meta.db_table)
@@ -35,7 +39,7 @@ def create(apps, schema_editor):
         schema_editor.execute(f"CREATE STATISTICS IF NOT EXISTS {name} {what} FROM {table}")
 
 
-def drop(apps, schema_editor):
+def drop(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
     for name in STATISTICS:
