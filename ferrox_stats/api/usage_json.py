@@ -14,33 +14,19 @@ refuses (which it then refuses), take the renderer's own path.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
-
-from rest_framework.compat import LONG_SEPARATORS, SHORT_SEPARATORS
 
 from ..archive.usage import SUMMARY_KEYS, Usage, UsageRow
 from ..core.rollup import TIMES
-from .base import FerroxJSONRenderer
+from .wire import PreparedRenderer
 
 __all__ = ["UsageDocument", "UsageRenderer", "total_dict"]
 
-COUNTERS = (
-    "requests",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "out_of_range",
-    "aborts",
-    "errors",
-    "aborted",
-    "cost",
-    "unpriced_requests",
-    "replica_cost",
-)
-"""A row's keys after its bucket and groups, before ``latency``: ``UsageRow.as_dict``'s order."""
+COUNTERS = tuple(UsageRow(datetime(1970, 1, 1, tzinfo=UTC), {}).as_dict(()))[2:-1]
+"""A row's keys after its bucket and groups, before ``latency``: ``UsageRow.as_dict``'s."""
 
 
 def total_dict(row: UsageRow, latency: tuple[str, ...]) -> dict[str, Any]:
@@ -73,28 +59,16 @@ class _Refused(ValueError):
     """A value strict JSON refuses (NaN, an infinity): the renderer's path raises it."""
 
 
-class UsageRenderer(FerroxJSONRenderer):
-    """``FerroxJSONRenderer``, writing a ``UsageDocument``'s rows from their values."""
+class UsageRenderer(PreparedRenderer):
+    """Writes a ``UsageDocument``'s rows from their values."""
 
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Mapping[str, Any] | None = None,
-    ) -> Any:
-        if not isinstance(data, UsageDocument):
-            return super().render(data, accepted_media_type, renderer_context)
-        indent = self.get_indent(accepted_media_type or "", renderer_context or {})
-        if indent is not None or not self.strict:
-            return super().render(data.document(), accepted_media_type, renderer_context)
-        separators = SHORT_SEPARATORS if self.compact else LONG_SEPARATORS
-        encoder = self.encoder_class(
-            ensure_ascii=self.ensure_ascii, allow_nan=not self.strict, separators=separators
-        )
+    prepared = UsageDocument
+
+    def write(self, data: Any, encoder: Any, separators: tuple[str, str]) -> bytes | None:
         try:
             text = _write(data, encoder.encode, separators)
         except _Refused:
-            return super().render(data.document(), accepted_media_type, renderer_context)
+            return None
         # As JSONRenderer.render: U+2028 and U+2029 escaped, for JavaScript.
         return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
 

@@ -27,7 +27,15 @@ from ..core.requests import Record, Stats, entry
 from ..core.ring import Page
 from .base import FerroxJSONRenderer
 
-__all__ = ["ROWS_KEPT", "ROW_JSON", "RingDocument", "RingPageRenderer", "RowJSON", "splice"]
+__all__ = [
+    "ROWS_KEPT",
+    "ROW_JSON",
+    "PreparedRenderer",
+    "RingDocument",
+    "RingPageRenderer",
+    "RowJSON",
+    "splice",
+]
 
 ROWS_KEPT = 1024
 """Rows whose JSON is kept (the newest by seq); the memory bound is twice this."""
@@ -116,8 +124,14 @@ ROW_JSON = RowJSON()
 """The process's kept rows, shared by every ring poll."""
 
 
-class RingPageRenderer(FerroxJSONRenderer):
-    """``FerroxJSONRenderer``, writing a ``RingDocument``'s rows from kept JSON."""
+class PreparedRenderer(FerroxJSONRenderer):
+    """``FerroxJSONRenderer``, writing a prepared document (an instance of
+    ``prepared``) by ``write``, the bytes DRF would write for its ``document()``; an
+    indented answer (``Accept: application/json; indent=N``), a document ``write``
+    declines (``None``: DRF then refuses it as it would) and any other data take DRF's
+    path."""
+
+    prepared: type[Any]
 
     def render(
         self,
@@ -125,18 +139,32 @@ class RingPageRenderer(FerroxJSONRenderer):
         accepted_media_type: str | None = None,
         renderer_context: Mapping[str, Any] | None = None,
     ) -> Any:
-        if not isinstance(data, RingDocument):
+        if not isinstance(data, self.prepared):
             return super().render(data, accepted_media_type, renderer_context)
-        if self.get_indent(accepted_media_type or "", renderer_context or {}) is not None:
-            return super().render(data.document(), accepted_media_type, renderer_context)
-        separators = SHORT_SEPARATORS if self.compact else LONG_SEPARATORS
-        encoder = self.encoder_class(
-            ensure_ascii=self.ensure_ascii, allow_nan=not self.strict, separators=separators
-        )
+        indent = self.get_indent(accepted_media_type or "", renderer_context or {})
+        if indent is None and self.strict:
+            separators = SHORT_SEPARATORS if self.compact else LONG_SEPARATORS
+            encoder = self.encoder_class(
+                ensure_ascii=self.ensure_ascii, allow_nan=False, separators=separators
+            )
+            written = self.write(data, encoder, separators)
+            if written is not None:
+                return written
+        return super().render(data.document(), accepted_media_type, renderer_context)
 
+    def write(self, data: Any, encoder: Any, separators: tuple[str, str]) -> bytes | None:
+        raise NotImplementedError
+
+
+class RingPageRenderer(PreparedRenderer):
+    """Writes a ``RingDocument``'s rows from kept JSON."""
+
+    prepared = RingDocument
+
+    def write(self, data: Any, encoder: Any, separators: tuple[str, str]) -> bytes | None:
         def encode(value: Any) -> bytes:
             # As JSONRenderer.render: U+2028 and U+2029 escaped, for JavaScript.
-            text = encoder.encode(value)
+            text: str = encoder.encode(value)
             return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
 
         key = (self.encoder_class, self.ensure_ascii, self.strict, separators)
