@@ -577,7 +577,7 @@ def merged_rows(
         into = merged.get(key)
         if into is None:
             into = merged[key] = UsageRow(row.bucket, dict(zip(keep, labels, strict=True)))  # type: ignore[attr-defined]
-        into.add(row)  # type: ignore[arg-type]
+        into.add_row(row)  # type: ignore[arg-type]
     return merged
 
 

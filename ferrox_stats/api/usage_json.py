@@ -169,10 +169,10 @@ def _rows(
             if isfinite(replica_cost)
             else _refused(replica_cost),
         )
-        if latency and row.stored:
+        if latency and row.percentiles:
             # Written by ``rollups.percentiles_text`` as compact, strict JSON, a list
             # per ``TIMES`` of numbers alone: each number's text is what json writes.
-            stored = row.stored[2:-2].split("],[")
+            stored = row.percentiles[2:-2].split("],[")
             for at in at_in_stored:
                 values += stored[at].split(",")
         elif latency:

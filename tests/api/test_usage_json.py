@@ -47,7 +47,7 @@ def answers(draw: Any) -> tuple[Usage, list[UsageRow]]:
             stored = Tally()
             for name in TIMES:
                 getattr(stored, name).add_many(draw(st.lists(durations, max_size=4)))
-            row.stored = percentiles_text(stored, level=1, span=3600)
+            row.percentiles = percentiles_text(stored, level=1, span=3600)
         else:  # the tally's distributions, merged from the rows
             for name in latency:
                 getattr(tally, name).add_many(draw(st.lists(durations, max_size=4)))
