@@ -34,6 +34,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import reduce
+from operator import add, attrgetter
 from typing import Any
 
 from django.db import connections
@@ -194,19 +196,63 @@ class Usage:
 
     def totals(self) -> list[UsageRow]:
         """Per group, its rows summed over the whole range (``bucket`` is ``since``),
-        in the rows' group order."""
-        groups: dict[tuple[str | None, ...], UsageRow] = {}
+        in the rows' group order: what ``UsageRow.add_row`` of each row in turn gives,
+        summed a column at a time (C-level passes; per row it cost more than the sums).
+        Their ``latency`` distributions are ``latency_totals``' where ``usage`` read
+        those, else the rows' merged (the others stay empty, as in the rows)."""
+        members: dict[tuple[str | None, ...], list[UsageRow]] = {}
         for row in self.rows:
             key = tuple(row.group.values())
-            total = groups.get(key)
-            if total is None:
-                total = groups[key] = UsageRow(self.since, dict(row.group))
-            total.add_row(row)
+            rows = members.get(key)
+            if rows is None:
+                members[key] = [row]
+            else:
+                rows.append(row)
+        merged = self.latency if self.latency_totals is None else ()
+        totals = {key: _summed(self.since, rows, merged) for key, rows in members.items()}
         for key, tally in (self.latency_totals or {}).items():
-            if key in groups:
+            if key in totals:
                 for name in self.latency:
-                    setattr(groups[key].tally, name, getattr(tally, name))
-        return [groups[key] for key in sorted(groups, key=_group_order)]
+                    setattr(totals[key], name, getattr(tally, name))
+        return [totals[key] for key in sorted(totals, key=_group_order)]
+
+
+_INT_COLUMNS = (
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "out_of_range",
+    "errors",
+    "aborted",
+    "unpriced_requests",
+)
+_ROW_COSTS = ("cost", "replica_cost")
+
+
+def _summed(since: datetime, rows: list[UsageRow], distributions: tuple[str, ...]) -> UsageRow:
+    """``rows`` (one group's) summed into one row at ``since``, as ``add_row`` of each
+    in turn: integers by ``sum``, costs added in the rows' order (``None`` while none
+    had one), abort reasons and the ``distributions`` merged in order."""
+    total = UsageRow(since, dict(rows[0].group))
+    for name in _INT_COLUMNS:
+        setattr(total, name, sum(map(attrgetter(name), rows)))
+    for name in _ROW_COSTS:
+        costs = [cost for cost in map(attrgetter(name), rows) if cost is not None]
+        # reduce, not sum: the same additions in the same order as add_row (sum
+        # compensates for rounding from Python 3.12 on).
+        setattr(total, name, reduce(add, costs) if costs else None)
+    aborts = total.aborts
+    for row in rows:
+        if row.aborts:
+            for reason, n in row.aborts.items():
+                aborts[reason] = aborts.get(reason, 0) + n
+    for name in distributions:
+        into = getattr(total, name)
+        for distribution in map(attrgetter(name), rows):
+            if distribution.count:
+                into.merge(distribution)
+    return total
 
 
 def _epoch_sql(vendor: str) -> str | None:
@@ -296,7 +342,7 @@ _NEVER = datetime(9999, 12, 31, tzinfo=UTC)  # the end of a price without a succ
 
 
 def _priced_sums(
-    counted: Any, timed: list[str], keys: list[str], prices: PriceBook
+    counted: Any, timed: list[str], keys: list[str], prices: PriceBook, *, cells: bool = False
 ) -> list[tuple[Any, ...]]:
     """The counters of ``counted`` (rollup rows) summed per ``timed`` and ``keys``, as the
     ORM's sums with ``_token_cost_sums`` would give them, each row's price found by a
@@ -304,7 +350,9 @@ def _priced_sums(
     instead of a ``CASE`` that tries every price in turn: with 50 priced models, 30
     days by key at day buckets took 878 ms by the ``CASE``. ``timed`` is ``["at_s"]``
     (then grouped by the stored bucket, its first epoch second given), ``["step"]`` or
-    nothing."""
+    nothing. ``cells``: each row of ``counted`` is a cell of its own (grouped by the
+    stored bucket and every label its level keeps), so each is priced and given as it
+    is, not summed (the same values: the hash aggregate was most of the query's time)."""
     connection = connections[counted.db]
     real, integer, least, greatest = _PRICED_SQL[connection.vendor]
     adapt = connection.ops.adapt_datetimefield_value
@@ -312,7 +360,9 @@ def _priced_sums(
         *dict.fromkeys([*timed, "bucket", "model", *keys, *COUNTERS])
     ).query.sql_with_params()
     keyed = [f'r."{key}"' for key in keys]
-    if timed == ["at_s"]:
+    if cells:
+        lead, grouped = [f'r."{name}"' for name in timed], []
+    elif timed == ["at_s"]:
         lead, grouped = ['MIN(r."at_s")'], ['r."bucket"', *keyed]
     else:
         lead = grouped = [f'r."{name}"' for name in timed]
@@ -321,6 +371,7 @@ def _priced_sums(
     cached = f'{least}({greatest}(CAST(r."cached_tokens" AS {real}), 0.0), {prompt})'
     completion = f'CAST(r."completion_tokens" AS {real})'
     cost = f"(({prompt} - {cached}) * p.input + {cached} * p.cached + {completion} * p.output)"
+    unpriced = 'CASE WHEN p.model IS NULL THEN r."requests" ELSE 0 END'
     table: list[Any] = []
     for model, from_ms, until_ms, price in prices.model_periods():
         until = _NEVER if until_ms is None else at_ms_to_datetime(until_ms)
@@ -328,12 +379,14 @@ def _priced_sums(
         table += [model, adapt(at_ms_to_datetime(from_ms)), adapt(until)]
         table += [price.input, cached_rate, price.output]
     rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * (len(table) // 6))
+    summed = "{}" if cells else "SUM({})"
+    counters = [f'r."{name}"' for name in COUNTERS]
     selected = [
         *lead,
         *keyed,
-        *(f'CAST(SUM(r."{name}") AS {integer})' for name in COUNTERS),
-        f"SUM({cost} / {float(PER_TOKENS)!r})",
-        f'CAST(SUM(CASE WHEN p.model IS NULL THEN r."requests" ELSE 0 END) AS {integer})',
+        *(f"CAST({summed.format(column)} AS {integer})" for column in counters),
+        summed.format(f"{cost} / {float(PER_TOKENS)!r}"),
+        f"CAST({summed.format(unpriced)} AS {integer})",
     ]
     statement = (
         f"SELECT {', '.join(selected)} FROM ({inner}) AS r LEFT JOIN (SELECT column1 AS "
@@ -515,8 +568,13 @@ def usage(
     counted_level = level_keeping([*keys, *filtered, *(["model"] if by_model else [])])
     counted = rows.filter(level=counted_level, span_s=span_of(counted_level, by_model)).order_by()
     summed: Any
+    # Grouped by the stored bucket and every label the level keeps, each row is a cell:
+    # read as it is (a sum per cell of one row was most of the database's time).
+    row_per_cell = timed == ["at_s"] and set(keys) == set(LEVELS[counted_level])
     if by_model and epoch is not None:
-        summed = _priced_sums(counted, timed, keys, prices)
+        summed = _priced_sums(counted, timed, keys, prices, cells=row_per_cell)
+    elif row_per_cell:
+        summed = _fetch(counted.values_list(*timed, *keys, *_SUMMED), raw=True)
     else:
         sums = {f"sum_{name}": Cast(Sum(name), BigIntegerField()) for name in _SUMMED}
         if by_model:

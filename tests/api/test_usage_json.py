@@ -84,3 +84,35 @@ def test_an_indented_answer_and_any_other_data_take_drfs_path() -> None:
     assert ours(document, indented) == drf(document, indented)
     assert b'\n  "rows"' in ours(document, indented)
     assert UsageRenderer().render({"detail": "x"}, "application/json", {}) == b'{"detail":"x"}'
+
+
+@settings(max_examples=200)
+@given(answer=answers(), data=st.data())
+def test_totals_are_each_groups_rows_added_in_turn(
+    answer: tuple[Usage, list[UsageRow]], data: st.DataObject
+) -> None:
+    # Usage.totals sums a column at a time; UsageRow.add_row, row by row, says what
+    # that must give: the same integers, the same float additions in the same order
+    # (NaN and the infinities included), abort reasons and distributions. Rows share
+    # groups here (each takes an earlier row's, or keeps its own).
+    usage = answer[0]
+    for at, row in enumerate(usage.rows):
+        row.group = dict(usage.rows[data.draw(st.integers(0, at))].group)
+    totals = usage.totals()
+    want: dict[tuple[str | None, ...], UsageRow] = {}
+    for row in usage.rows:
+        key = tuple(row.group.values())
+        if key not in want:
+            want[key] = UsageRow(usage.since, dict(row.group))
+        want[key].add_row(row)
+
+    def summed(row: UsageRow) -> tuple[Any, ...]:
+        costs = (repr(row.cost), repr(row.replica_cost), row.unpriced_requests)
+        return (row.bucket, row.group, row.errors, row.aborted, *costs)
+
+    assert len(totals) == len(want)
+    for total in totals:
+        expected = want[tuple(total.group.values())]
+        assert summed(total) == summed(expected)
+        assert Tally.__eq__(total, expected) is True
+        assert list(total.aborts.items()) == list(expected.aborts.items())  # same order
