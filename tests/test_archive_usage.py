@@ -9,12 +9,12 @@ from unittest import mock
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ferrox_stats.archive.batch import write_batch
-from ferrox_stats.archive.rows import Pending
-from ferrox_stats.archive.usage import usage
+from ferrox_stats.archive.rows import Pending, outcome
+from ferrox_stats.archive.usage import DIMENSIONS, usage
 from ferrox_stats.core.distribution import RELATIVE_ERROR
 from ferrox_stats.core.rollup import TIMES
 from ferrox_stats.core.summary import nearest_rank
@@ -194,6 +194,11 @@ def test_each_hour_is_priced_at_the_price_in_force_and_a_day_sums_its_hours() ->
     ]
 
 
+# A rollup row per answered cell, priced as it is: always tried.
+@example([(5, "a", "k1", 100, 50, 10), (70, "b", None, 10, 5, 0)], "hour", ("model",), True, False)
+@example(
+    [(5, "a", "k1", 100, 50, 10), (9, "a", "k1", 7, 3, 1)], "hour", tuple(DIMENSIONS), True, False
+)
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(
@@ -209,7 +214,9 @@ def test_each_hour_is_priced_at_the_price_in_force_and_a_day_sums_its_hours() ->
         max_size=30,
     ),
     st.sampled_from(["hour", "day"]),
-    st.sampled_from([(), ("key",), ("model", "key")]),
+    # ("model",) and all five at hour buckets: a rollup row per answered cell, priced
+    # as it is rather than summed.
+    st.sampled_from([(), ("key",), ("model",), ("model", "key"), tuple(DIMENSIONS)]),
     st.booleans(),
     st.booleans(),
 )
@@ -251,7 +258,13 @@ def test_the_database_prices_and_buckets_what_each_request_costs(
     for record in records:
         moment = START + timedelta(milliseconds=record.at_ms - BASE_AT_MS)
         start = START + (moment - START) // width * width if per_bucket else START
-        labels = {"key": record.via_api_key, "model": record.model}
+        labels = {
+            "key": record.via_api_key,
+            "model": record.model,
+            "route": record.route,
+            "replica": record.replica,
+            "outcome": outcome(record),
+        }
         key = (start, *(labels[name] for name in group_by))
         cost = book.token_cost(  # type: ignore[attr-defined]
             record.model,
@@ -348,7 +361,15 @@ def test_latency_merges_only_the_distributions_asked_for() -> None:
         usage(START, START + HOUR, latency=["queue"])
 
 
-def test_the_sums_from_the_database_equal_the_rows_merged_one_by_one() -> None:
+@pytest.mark.parametrize(
+    ("bucket", "group_by"),
+    # Summed per day by the database; and at hour buckets by key (summed per hour) and
+    # by every label (a rollup row per answered cell, read as it is).
+    [("day", ["key"]), ("hour", ["key"]), ("hour", list(DIMENSIONS))],
+)
+def test_the_sums_from_the_database_equal_the_rows_merged_one_by_one(
+    bucket: str, group_by: list[str]
+) -> None:
     from ferrox_stats.archive.rollups import stored_tally
     from ferrox_stats.core.rollup import Tally
 
@@ -366,10 +387,15 @@ def test_the_sums_from_the_database_equal_the_rows_merged_one_by_one() -> None:
             for n in range(40)
         )
     )
-    answer = usage(START, START + DAY, bucket="day", group_by=["key"], latency=TIMES)
+    answer = usage(START, START + DAY, bucket=bucket, group_by=group_by, latency=TIMES)
+    width = {"hour": HOUR, "day": DAY}[bucket]
+    assert len(answer.rows) > 1
     for row in answer.rows:
         merged = Tally()
-        for stored in Rollup.objects.filter(span_s=3600, via_api_key=row.group["key"]):
+        labels = {DIMENSIONS[name]: value for name, value in row.group.items()}
+        for stored in Rollup.objects.filter(
+            span_s=3600, level=0, bucket__gte=row.bucket, bucket__lt=row.bucket + width, **labels
+        ):
             merged.merge(stored_tally(stored))
         # A usage row keeps errors and aborts beside its tally.
         assert (row.errors, row.aborted) == (merged.errors, merged.aborted)
