@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from functools import reduce
@@ -41,6 +40,7 @@ __all__ = [
     "MAX_TOKENS",
     "TIMES",
     "Tally",
+    "canonical_ints",
     "stored_distribution",
 ]
 
@@ -59,9 +59,23 @@ in a column of its own, summed by the database; any other reason in its JSON."""
 _encode_sorted = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
 
-_INT = "(?:0|-?[1-9][0-9]*)"
-_PAIRS = re.compile(f"{_INT}(?:,{_INT})*")
 _decode_ints = json.JSONDecoder().decode
+# What a canonical list of integers holds besides: deleted by ``str.translate``.
+_INTEGER_TEXT = str.maketrans("", "", "0123456789,-")
+
+
+def canonical_ints(text: str) -> list[int] | None:
+    """The integers of ``text`` if it is one or more comma-separated canonical integers
+    (as ``str`` writes them: no sign but a minus, no leading zero, no -0, no space),
+    else None. JSON's C parser reads them twice as fast as int() each; given digits,
+    commas and minus signs alone it accepts exactly ``-?(0|[1-9][0-9]*)`` items, -0
+    aside: checked so, in a tenth of a regular expression's full match."""
+    if not text or text.translate(_INTEGER_TEXT) or "-0" in text:
+        return None
+    try:
+        return _decode_ints(f"[{text}]")  # type: ignore[no-any-return]
+    except ValueError:  # not items (",,", "1-2"), or more digits than int() reads
+        return None
 
 
 def stored_distribution(text: str) -> Distribution:
@@ -72,10 +86,10 @@ def stored_distribution(text: str) -> Distribution:
     try:
         zeros, total, pairs = text.split(";")
         result.zeros, result.total = int(zeros), float(total)
-        canonical = not pairs or _PAIRS.fullmatch(pairs) is not None
-        # JSON's C parser reads canonical integers twice as fast as int() each.
-        numbers: list[int] = _decode_ints(f"[{pairs}]") if pairs and canonical else []
-    except ValueError:  # too many digits for int() or JSON too
+        numbers = canonical_ints(pairs) if pairs else []
+        canonical = numbers is not None
+        numbers = numbers or []
+    except ValueError:  # too many digits for int()
         raise ValueError(f"not a stored distribution: {text[:40]!r}") from None
     indices, counts = numbers[0::2], numbers[1::2]
     if not (

@@ -4,14 +4,15 @@ stored form of a distribution reads back exactly and refuses what it cannot be."
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.core.requests import Record
-from ferrox_stats.core.rollup import MAX_TOKENS, Tally
+from ferrox_stats.core.rollup import MAX_TOKENS, Tally, canonical_ints
 
 _times = st.one_of(
     st.none(),
@@ -88,6 +89,24 @@ def test_a_stored_distribution_reads_back_exactly(values: list[float]) -> None:
 def test_a_stored_distribution_refuses_what_it_cannot_be(text: str) -> None:
     with pytest.raises(ValueError):
         Tally().merge_texts("", text, "", "")
+
+
+_INT = "(?:0|-?[1-9][0-9]*)"
+CANONICAL = re.compile(f"{_INT}(?:,{_INT})*")  # what the reader matched before
+
+
+@settings(max_examples=2000)
+@given(
+    st.lists(
+        st.sampled_from(["0", "1", "9", "10", "-", ",", "-0", "+", " ", ".", "e", "\u0661", "]"])
+    ).map("".join)
+    | st.lists(st.integers(-(10**20), 10**20)).map(lambda ints: ",".join(map(str, ints)))
+)
+def test_canonical_integers_are_what_the_regular_expression_matched(text: str) -> None:
+    # The reader's check (a character set and JSON) accepts exactly the texts the full
+    # match of the canonical form accepted, and reads the same integers.
+    want = [int(n) for n in text.split(",")] if CANONICAL.fullmatch(text) else None
+    assert canonical_ints(text) == want
 
 
 def test_an_empty_distribution_is_stored_empty() -> None:
