@@ -10,11 +10,12 @@ retention. This bench loads, with COPY, rollups as an archive of ``--cells`` ful
 would leave them, over ``--days`` (the short history, the archive's 30 days of about
 1M requests) and over 10x as many days (about 10M requests), with realistic latency
 distributions (``core.distribution`` texts of a few hundred synthetic requests each).
-Each bucket also gets the merged rows the writer keeps (``Rollup.level``): one per model
-present and one in total, their counters the sums of the bucket's groups, their
-distributions drawn from a pool of texts each merged from as many group texts (20 per
-model, 100 in total) as a real merged row holds: the size a read parses, not the exact
-merge of that bucket's groups (merging each bucket's would make the load hours long).
+Each bucket also gets the merged rows the writer keeps (``Rollup.level``): one per value
+present of each label (model, key, replica, route, outcome) and one in total, their
+counters the sums of the bucket's groups, their distributions drawn from a pool of
+texts each merged from as many group texts (20 per model, 100 in total, 5 per key...)
+as a real merged row holds: the size a read parses, not the exact merge of that
+bucket's groups (merging each bucket's would make the load hours long).
 The merged rows also get their day rows (a pool of texts each merged from 24 merged
 hour texts) and every merged row its stored percentiles, as the writer keeps them.
 
@@ -29,7 +30,8 @@ rotating), each timed alone (wall clock, the database on this machine):
   without latency percentiles;
 - whole requests through Django's test client with a read token (parsing, the
   query, JSON or CSV rendering): ``v1/usage`` by model (JSON, with latency, CSV),
-  ungrouped with all three latencies, by key at day buckets, and ``v1/usage/top``.
+  ungrouped with all three latencies, by key at day buckets (with latency too), by
+  replica with latency, and ``v1/usage/top``.
 
 Printed: each call's median ms on each history, the 10x / 1x ratio (median of
 per-round ratios) and rows answered; an answer of more rows than ``USAGE_MAX_ROWS``
@@ -190,7 +192,7 @@ def row_of(
 
 def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> int:
     """COPY the rollups of ``days`` days before END; return the rows loaded."""
-    from ferrox_stats.archive.rollups import DAY, group_key
+    from ferrox_stats.archive.rollups import DAY, LEVELS, collapsed, group_key
 
     rng = random.Random(seed)
     texts = distribution_texts(rng, 200)
@@ -204,11 +206,11 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
     ]
     rng.shuffle(groups)
     digests = {group: group_key(group) for group in groups}
-    merged_digests = {
-        (level, model): group_key((model, None, "", None, ""), level)
-        for level, model in [(2, None), *((1, m) for m in MODELS)]
-    }
-    pools = {1: merged_texts(rng, texts, 20, 40), 2: merged_texts(rng, texts, 100, 20)}
+    merged_digests: dict[tuple[int, tuple[Any, ...]], str] = {}
+    # Each merged level's texts merge as many group texts as its row holds: 100 groups
+    # an hour over 5 models, in total, over 20 keys, 4 replicas, 2 routes, 3 outcomes.
+    merged_sizes = {1: 20, 2: 100, 3: 5, 4: 25, 5: 50, 6: 33}
+    pools = {level: merged_texts(rng, texts, size, 40) for level, size in merged_sizes.items()}
     # A day row's distributions merge 24 hour rows' (a pool of that size too).
     day_pools = {level: merged_texts(rng, pool * 2, 24, 10) for level, pool in pools.items()}
     stored = [stored_form(part) for part in texts]
@@ -224,18 +226,31 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
         "aborted, aborts_client_disconnect, aborts_explicit, aborts_timeout, aborts, "
         "duration, ttft, tpot, percentiles"
     )
+    merged_levels = [level for level in LEVELS if level]
+    kept_of: dict[tuple[Any, ...], list[tuple[int, tuple[Any, ...]]]] = {}
+
+    def kept_keys(group: tuple[Any, ...]) -> list[tuple[int, tuple[Any, ...]]]:
+        """The merged rows a group's requests count in: one per merged level."""
+        keys = kept_of.get(group)
+        if keys is None:
+            keys = kept_of[group] = [
+                (level, collapsed(group, level))  # type: ignore[arg-type]
+                for level in merged_levels
+            ]
+        return keys
+
     rows = 0
     start = END - timedelta(days=days)
     with psycopg.connect(url) as conn, conn.cursor() as cursor:
         with cursor.copy(f"COPY ferrox_stats_rollup ({columns}) FROM STDIN") as copy:
             for span, per_bucket in ((3600, cells), (60, minute_cells)):
                 moment = start
-                # (level, model) -> requests, errors, aborted of the day's merged rows.
-                day: dict[tuple[int, str | None], list[int]] = {}
+                # (level, kept group) -> requests, errors, aborted of the day's merged rows.
+                day: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
                 step = timedelta(seconds=span)
                 while moment < END:
-                    # (level, model) -> requests, errors, aborted of the merged row.
-                    merged: dict[tuple[int, str | None], list[int]] = {}
+                    # (level, kept group) -> requests, errors, aborted of the merged row.
+                    merged: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
                     for group in rng.sample(groups, per_bucket):
                         known, aborts, duration, ttft, tpot = rng.choice(stored)
                         requests = rng.randint(1, 400)
@@ -246,7 +261,7 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                                    aborted, (known, aborts, duration, ttft, tpot, ""))
                         )  # fmt: skip
                         rows += 1
-                        for key in ((1, group[0]), (2, None)):
+                        for key in kept_keys(group):
                             sums = merged.setdefault(key, [0, 0, 0])
                             sums[0] += requests
                             sums[1] += errors
@@ -262,15 +277,21 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
                         merged_rows.append((DAY, moment - timedelta(days=1), day, stored_days))
                         day = {}
                     for at_span, at, sums_of, pool_of in merged_rows:
-                        for (level, model), (requests, errors, aborted) in sums_of.items():
+                        for (level, kept_group), (requests, errors, aborted) in sums_of.items():
                             known, aborts, duration, ttft, tpot, percentiles = rng.choice(
                                 pool_of[level]
                             )
                             kept = percentiles if at_span >= 3600 else ""  # minutes keep none
+                            digest = merged_digests.get((level, kept_group))
+                            if digest is None:
+                                digest = merged_digests[(level, kept_group)] = group_key(
+                                    kept_group,
+                                    level,  # type: ignore[arg-type]
+                                )
                             copy.write_row(
-                                row_of(at_span, at, merged_digests[(level, model)],
-                                       (model, None, "", None, ""), level, requests, errors,
-                                       aborted, (known, aborts, duration, ttft, tpot, kept))
+                                row_of(at_span, at, digest, kept_group, level, requests,
+                                       errors, aborted,
+                                       (known, aborts, duration, ttft, tpot, kept))
                             )  # fmt: skip
                             rows += 1
         conn.commit()
@@ -351,6 +372,10 @@ def run(args: argparse.Namespace, url: str) -> None:
         "GET v1/usage?latency=all three": http(latency="duration,ttft,tpot"),
         "GET ...?group_by=model&format=csv": http(group_by="model", format="csv"),
         "GET ...?group_by=key&bucket=day": http(group_by="key", bucket="day"),
+        "GET ...key&bucket=day&latency=duration": http(
+            group_by="key", bucket="day", latency="duration"
+        ),
+        "GET ...?group_by=replica&latency=duration": http(group_by="replica", latency="duration"),
         "GET v1/usage/top?by=key": http("v1/usage/top", by="key"),
         "GET v1/usage/top?by=model&metric=cost": http("v1/usage/top", by="model", metric="cost"),
     }
@@ -378,7 +403,7 @@ def run(args: argparse.Namespace, url: str) -> None:
                 elapsed = (time.perf_counter() - started) * 1000
                 results.setdefault(name, {}).setdefault(label, []).append(elapsed)
     short, long = f"{args.days} d", f"{10 * args.days} d"
-    print(f"\n{'call':36} {'rows':>6} {short:>9} {long:>9}  growth (goal <= {GOAL_GROWTH}x)")
+    print(f"\n{'call':42} {'rows':>6} {short:>9} {long:>9}  growth (goal <= {GOAL_GROWTH}x)")
     worst, worst_given, worst_growth = 0.0, 0.0, 0.0
     for name, by_history in results.items():
         a, b = by_history[short], by_history[long]
@@ -388,7 +413,7 @@ def run(args: argparse.Namespace, url: str) -> None:
         if given:
             worst_given = max(worst_given, statistics.median(a), statistics.median(b))
         print(
-            f"{name:36} {answered[name]:>6} {statistics.median(a):>7.1f}ms "
+            f"{name:42} {answered[name]:>6} {statistics.median(a):>7.1f}ms "
             f"{statistics.median(b):>7.1f}ms  {growth:.2f}x"
             + ("" if given else f"  (over USAGE_MAX_ROWS={cap}: the API refuses it)")
         )

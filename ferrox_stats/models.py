@@ -372,9 +372,17 @@ ROLLUP_MINUTE = 60
 ROLLUP_HOUR = 3600
 ROLLUP_DAY = 86400  # the merged levels' only (``archive.rollups.DAY``)
 ROLLUP_SPANS = [(ROLLUP_MINUTE, _("minute")), (ROLLUP_HOUR, _("hour")), (ROLLUP_DAY, _("day"))]
-# What a rollup row keeps of its group (``archive.rollups.LEVELS``): every label, the
-# model only, or nothing (the bucket's total).
-ROLLUP_LEVELS = [(0, _("group")), (1, _("model")), (2, _("total"))]
+# What a rollup row keeps of its group (``archive.rollups.LEVELS``): every label, one
+# label only, or nothing (the bucket's total).
+ROLLUP_LEVELS = [
+    (0, _("group")),
+    (1, _("model")),
+    (2, _("total")),
+    (3, _("key")),
+    (4, _("replica")),
+    (5, _("route")),
+    (6, _("outcome")),
+]
 
 
 class Rollup(models.Model):
@@ -388,9 +396,10 @@ class Rollup(models.Model):
     constraint over the nullable columns themselves would let NULLs repeat). Rows
     outlive the archive's retention: they are what is left of pruned requests.
 
-    Each bucket's groups are also kept merged (``level``): per model, and in total,
-    so that a usage answer grouped by model or by nothing reads a row per model or
-    per bucket instead of every group's (``archive.usage``). Such a row's dropped
+    Each bucket's groups are also kept merged (``level``): per model, per key, per
+    replica, per route, per outcome, and in total, so that a usage answer grouped by
+    one label or by nothing reads a row per value or per bucket instead of every
+    group's (``archive.usage``). Such a row's dropped
     labels are NULL (``replica`` and ``outcome`` ""). The merged rows are also kept
     per UTC day, and carry their distributions' percentiles (``percentiles``).
     """
@@ -467,14 +476,14 @@ class Rollup(models.Model):
                 condition=~Q(aborts=""),
                 name="ferrox_rollup_level_aborts",
             ),
-            # The merged levels' stored percentiles, which an answer by model or by
-            # nothing reads a row per bucket of: an index-only scan of these rows alone,
-            # not a heap read per row among every group's.
+            # The merged levels' stored percentiles, which an answer by one label or
+            # by nothing reads a row per value and bucket of: an index-only scan of
+            # these rows alone, not a heap read per row among every group's.
             CoveringIndex(
                 fields=["span_s", "level", "bucket"],
-                covering=["model", "percentiles"],
+                covering=[*GROUP_FIELDS, "percentiles"],
                 condition=Q(level__gt=0),
-                name="ferrox_rollup_percentiles",
+                name="ferrox_rollup_percentiles_all",
             ),
         ]
 

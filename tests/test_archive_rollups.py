@@ -41,11 +41,25 @@ GROUP = ("model", "route", "replica", "via_api_key", "outcome")
 Key = tuple[int, datetime, int, tuple[Any, ...]]
 
 
+# What each level keeps (written out here, the oracle's own): every label, one of them,
+# or none; a label it drops is NULL, replica and outcome "".
+LEVEL_FIELDS = {
+    0: GROUP,
+    1: ("model",),
+    2: (),
+    3: ("via_api_key",),
+    4: ("replica",),
+    5: ("route",),
+    6: ("outcome",),
+}
+DROPPED = {"model": None, "route": None, "replica": "", "via_api_key": None, "outcome": ""}
+MERGED_LEVELS = (1, 2, 3, 4, 5, 6)
+
+
 def level_group(level: int, row: dict[str, Any]) -> tuple[Any, ...]:
     """The group an archived row (or a rollup row's fields) counts in at ``level``."""
-    if level == 0:
-        return tuple(row[f] for f in GROUP)
-    return (row["model"] if level == 1 else None, None, "", None, "")
+    kept = LEVEL_FIELDS[level]
+    return tuple(row[f] if f in kept else DROPPED[f] for f in GROUP)
 
 
 @pytest.fixture(autouse=True, params=["psycopg3", "psycopg2"])
@@ -71,11 +85,11 @@ def expected_rollups() -> dict[Key, dict[str, Any]]:
     """A GROUP BY over the archived rows at each level: counters in SQL, distributions
     from the rows."""
     expected: dict[Key, dict[str, Any]] = {}
-    spans = ((60, TruncMinute, (0, 1, 2)), (3600, TruncHour, (0, 1, 2)), (DAY, TruncDay, (1, 2)))
+    every = (0, *MERGED_LEVELS)
+    spans = ((60, TruncMinute, every), (3600, TruncHour, every), (DAY, TruncDay, MERGED_LEVELS))
     for span, trunc, levels in spans:
-        for level, fields in ((0, GROUP), (1, ("model",)), (2, ())):
-            if level not in levels:
-                continue
+        for level in levels:
+            fields = LEVEL_FIELDS[level]
             grouped = (
                 FinishedRequest.objects.annotate(at=trunc("finished_at", tzinfo=UTC))
                 .values("at", *fields)
@@ -90,7 +104,7 @@ def expected_rollups() -> dict[Key, dict[str, Any]]:
                 .order_by()
             )
             for g in grouped:
-                key = (span, g["at"], level, level_group(level, {"model": None, **g}))
+                key = (span, g["at"], level, level_group(level, {**DROPPED, **g}))
                 expected[key] = {
                     "requests": g["requests"],
                     "prompt_tokens": g["prompt"] or 0,

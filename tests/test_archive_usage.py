@@ -350,12 +350,13 @@ def test_totals_sum_each_group_over_the_range_and_merge_its_distributions() -> N
 
 def test_latency_merges_only_the_distributions_asked_for() -> None:
     archive(make_record(at_ms=at(MINUTE), via_api_key="k"))
-    # By a group's rows (merged here), and by the total rows (their stored percentiles).
-    for group_by in (["key"], []):
+    # By every group's rows (merged here), and by the total rows and a label's (their
+    # stored percentiles).
+    for group_by in (["key", "route"], [], ["key"]):
         [row] = usage(START, START + HOUR, latency=["ttft"], group_by=group_by).rows
         assert list(row.as_dict(["ttft"])["latency"]) == ["ttft_s"]
         assert row.latency(["ttft"])["ttft_s"]["count"] == 1
-    [row] = usage(START, START + HOUR, latency=["ttft"], group_by=["key"]).rows
+    [row] = usage(START, START + HOUR, latency=["ttft"], group_by=["key", "route"]).rows
     assert (row.tally.duration.count, row.tally.ttft.count, row.tally.tpot.count) == (0, 1, 0)
     with pytest.raises(ValueError, match="latency takes"):
         usage(START, START + HOUR, latency=["queue"])
@@ -363,9 +364,10 @@ def test_latency_merges_only_the_distributions_asked_for() -> None:
 
 @pytest.mark.parametrize(
     ("bucket", "group_by"),
-    # Summed per day by the database; and at hour buckets by key (summed per hour) and
-    # by every label (a rollup row per answered cell, read as it is).
-    [("day", ["key"]), ("hour", ["key"]), ("hour", list(DIMENSIONS))],
+    # Every group's rows (two labels or more): summed per day by the database; and at
+    # hour buckets by key and route (summed per hour) and by every label (a rollup row
+    # per answered cell, read as it is).
+    [("day", ["key", "route"]), ("hour", ["key", "route"]), ("hour", list(DIMENSIONS))],
 )
 def test_the_sums_from_the_database_equal_the_rows_merged_one_by_one(
     bucket: str, group_by: list[str]
@@ -436,7 +438,7 @@ def test_abort_reasons_summed_by_the_database_equal_those_summed_in_python() -> 
     epoch = module._epoch_sql(connection.vendor)
     assert epoch is not None  # PostgreSQL or SQLite: the database sums them
     texts = (
-        Rollup.objects.filter(span_s=3600, outcome="aborted")
+        Rollup.objects.filter(span_s=3600, level=0, outcome="aborted")
         .exclude(aborts="")
         .annotate(at_s=RawSQL(epoch, ()))
         .values_list("at_s", "via_api_key", "aborts")
@@ -472,7 +474,9 @@ def _scans(plan: dict[str, object]) -> list[dict[str, object]]:
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("group_by", [[], ["model"], ["key", "model"], ["route", "outcome"]])
+@pytest.mark.parametrize(
+    "group_by", [[], ["model"], ["key"], ["key", "model"], ["route", "outcome"]]
+)
 def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
     group_by: list[str],
 ) -> None:
@@ -503,9 +507,9 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
         ("Index Only Scan", "ferrox_rollup_level_counters"),
         ("Index Only Scan", "ferrox_rollup_level_aborts"),
     ]
-    # By model or by nothing, a latency answer's stored percentiles too (migration
-    # 0017): the merged rows' partial index.
-    if group_by in ([], ["model"]):
+    # By one label or by nothing, a latency answer's stored percentiles too (migrations
+    # 0017 and 0019): the merged rows' partial index.
+    if len(group_by) <= 1:
         with transaction.atomic(), connection.cursor() as db:
             for setting in ("seqscan", "bitmapscan"):
                 db.execute(f"SET LOCAL enable_{setting} = off")
@@ -517,7 +521,7 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
             [scan] = _scans(db.fetchone()[0][0]["Plan"])
         assert (scan["Node Type"], scan.get("Index Name")) == (
             "Index Only Scan",
-            "ferrox_rollup_percentiles",
+            "ferrox_rollup_percentiles_all",
         )
 
 
@@ -575,6 +579,7 @@ def mixed_records(n: int = 36) -> list[object]:
             model=("a", "b", None)[k % 3],
             via_api_key=("k1", "k2")[k % 2],
             replica=("r1", "r2")[k // 2 % 2],
+            route=("/v1/chat/completions", "/v1/completions")[k // 3 % 2],
             status=(200, 200, 500)[k % 3],
             aborted=(None, None, None, "timeout")[k % 4],
             prompt_tokens=k * 13,
@@ -628,20 +633,32 @@ def same_row(got: object, want: object) -> None:
 
 @pytest.mark.parametrize(
     ("coarse", "fine"),
-    [((), ("key",)), ((), ("replica", "outcome")), (("model",), ("model", "key", "route"))],
+    [
+        ((), ("key", "route")),
+        ((), ("replica", "outcome")),
+        (("model",), ("model", "key", "route")),
+        (("key",), ("key", "route")),
+        (("replica",), ("replica", "outcome")),
+        (("route",), ("route", "model")),
+        (("outcome",), ("outcome", "key")),
+    ],
 )
 @pytest.mark.parametrize("bucket", ["minute", "hour", "day"])
 def test_a_merged_level_answers_what_the_groups_merged_answer(
     coarse: tuple[str, ...], fine: tuple[str, ...], bucket: str
 ) -> None:
-    # Ungrouped reads the total rows (level 2), by model the model rows (level 1): the
-    # same counters, abort reasons and distributions as every group's rows merged.
+    # Ungrouped reads the total rows (level 2), by model the model rows (level 1), by
+    # key, replica, route or outcome theirs (3-6): the same counters, abort reasons
+    # and distributions as every group's rows merged.
     archive(*mixed_records())
     assert_merged_level_answers_as_the_groups(START, START + 4 * HOUR, bucket, coarse, fine)
 
 
 @pytest.mark.parametrize("stored", [True, False])
-@pytest.mark.parametrize(("coarse", "fine"), [((), ("key",)), (("model",), ("model", "route"))])
+@pytest.mark.parametrize(
+    ("coarse", "fine"),
+    [((), ("key", "route")), (("model",), ("model", "route")), (("key",), ("key", "model"))],
+)
 def test_a_merged_levels_totals_over_days_and_hours_equal_the_groups_merged(
     coarse: tuple[str, ...], fine: tuple[str, ...], stored: bool
 ) -> None:
@@ -680,6 +697,8 @@ def test_each_answer_reads_the_coarsest_level_that_keeps_what_it_needs() -> None
     # A marker on each merged row: the answers that read a level show its rows' count.
     hours.filter(level=1).update(cached_tokens=F("cached_tokens") + 1000)
     hours.filter(level=2).update(cached_tokens=F("cached_tokens") + 1_000_000)
+    hours.filter(level=3).update(cached_tokens=F("cached_tokens") + 10_000_000)
+    hours.filter(level=4).update(cached_tokens=F("cached_tokens") + 100_000_000)
 
     def cached(**kwargs: object) -> int:
         answer = usage(START, START + 4 * HOUR, per_bucket=False, **kwargs)  # type: ignore[arg-type]
@@ -696,7 +715,15 @@ def test_each_answer_reads_the_coarsest_level_that_keeps_what_it_needs() -> None
     assert cached(filters={"model": None}) == honest(model=None) + 1000 * 3
     # Tokens are priced per model: the model rows, even ungrouped.
     assert cached(prices=priced()) == honest() + 1000 * models
-    # Any other label (and the replicas' cost): every group's rows.
-    assert cached(group_by=["replica"]) == honest()
-    assert cached(filters={"key": "k1"}) == honest(via_api_key="k1")
+    # One other label: its own level's rows (the replicas' cost too, from their hours).
+    keys, replicas = hours.filter(level=3).count(), hours.filter(level=4).count()
+    assert (keys, replicas) == (6, 6)  # two of each, three hours
+    assert cached(group_by=["replica"]) == honest() + 100_000_000 * replicas
+    costed = priced({}, {"r1": [{"from": "2026-01-01", "per_hour": 1.0}]})
+    assert cached(group_by=["replica"], prices=costed) == honest() + 100_000_000 * replicas
+    assert cached(filters={"key": "k1"}) == honest(via_api_key="k1") + 10_000_000 * 3
+    assert cached(group_by=["key"]) == honest() + 10_000_000 * keys
+    # Two labels (priced tokens count the model as one): every group's rows.
     assert cached(group_by=["model", "outcome"]) == honest()
+    assert cached(group_by=["key"], filters={"replica": "r1"}) == honest(replica="r1")
+    assert cached(group_by=["key"], prices=priced()) == honest()

@@ -20,7 +20,7 @@ def test_the_rollup_has_its_three_covering_indexes() -> None:
     assert {index.name for index in covering_indexes()} == {
         "ferrox_rollup_level_counters",
         "ferrox_rollup_level_aborts",
-        "ferrox_rollup_percentiles",
+        "ferrox_rollup_percentiles_all",
     }
 
 

@@ -269,7 +269,7 @@ def test_0015_merges_the_rollups_written_before_it_as_the_writer_merges_them(
     ]
     write_batch([Pending(None, r, "inst") for r in records])
     written = stored()
-    assert {key[2] for key in written} == {0, 1, 2}
+    assert {key[2] for key in written} == set(range(7))  # 3-6 made again by 0019
 
     executor = MigrationExecutor(connection)
     executor.migrate([("ferrox_stats", "0014_rollup_covering_indexes")])
@@ -332,6 +332,8 @@ def test_0016_moves_the_known_abort_reasons_into_their_columns_and_back(
         (r.span_s, r.bucket, r.group_key): ([getattr(r, c) for c in columns], r.aborts)
         for r in Rollup.objects.all()
     }
+    # The label levels 0019 adds go backwards too (and are made again after).
+    labels = {(r.span_s, r.bucket, r.group_key) for r in Rollup.objects.filter(level__gt=2)}
     # The writer counts the known reasons in their columns, the others in the JSON.
     assert all(set(reasons_of(text)) <= {"preempted"} for _, text in written.values())
     assert sum(sum(known) for known, _ in written.values()) > 0
@@ -341,9 +343,9 @@ def test_0016_moves_the_known_abort_reasons_into_their_columns_and_back(
     before = by_row()
     # Backwards every reason is in the JSON again, with its count (0017's day rows
     # gone before, and made again after).
-    assert {key for key in written if key[0] != 86400} == set(before)
+    assert {key for key in written if key[0] != 86400 and key not in labels} == set(before)
     for key, (known, text) in written.items():
-        if key[0] == 86400:
+        if key[0] == 86400 or key in labels:
             continue
         want = reasons_of(text)
         for reason, n in zip(("client_disconnect", "explicit", "timeout"), known, strict=True):
@@ -404,4 +406,66 @@ def test_0017_makes_the_day_rows_and_percentiles_the_writer_makes() -> None:
         got = migrated[key]
         assert (got[0], got[1], got[2], got[5]) == (values[0], values[1], values[2], values[5])
         for a, b in zip(got[3:5], values[3:5], strict=True):
+            assert a.split(";")[::2] == b.split(";")[::2], key
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("rollups_on")
+def test_0019_makes_the_label_levels_the_writer_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from ferrox_stats.models import Rollup
+
+    # Pages of five rows, cells upserted five at a time: a cell written by one flush
+    # is merged into by the next.
+    monkeypatch.setattr(
+        importlib.import_module("ferrox_stats.migrations.0019_rollup_label_levels"), "CHUNK", 5
+    )
+    write_batch(
+        [
+            Pending(
+                None,
+                make_record(
+                    at_ms=BASE_AT_MS + n * 53 * 60_000,  # over two UTC days
+                    model=("a", "b")[n % 2],
+                    via_api_key=("k1", "k2", None)[n % 3],
+                    replica=("r1", "r2")[n // 2 % 2],
+                    route=("/v1/chat/completions", "/v1/completions")[n // 3 % 2],
+                    status=(200, 200, 500)[n % 3],
+                    aborted=(None, "timeout", None, "preempted")[n % 4],
+                    duration_ms=3.0 + n * 7,
+                ),
+                "inst",
+            )
+            for n in range(60)
+        ]
+    )
+    fields = ("requests", "errors", "aborted", "aborts_timeout", "aborts", "percentiles")
+    texts = ("duration", "ttft", "tpot")
+
+    def stored() -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        return {
+            (r.span_s, r.bucket, r.level, r.group_key): tuple(
+                getattr(r, f) for f in (*fields, *texts)
+            )
+            for r in Rollup.objects.all()
+        }
+
+    written = stored()
+    assert {key[2] for key in written} == set(range(7))
+    assert {key[0] for key in written if key[2] > 2} == {60, 3600, 86400}
+    executor = MigrationExecutor(connection)
+    executor.migrate([("ferrox_stats", "0018_rollup_statistics")])
+    left = set(Rollup.objects.values_list("level", flat=True))
+    assert left == {0, 1, 2}  # the label levels went backwards
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrated = stored()
+    assert migrated.keys() == written.keys()
+    for key, values in written.items():
+        # The distributions' float sums up to their addition order: the counters, the
+        # reasons and the percentiles exactly.
+        got = migrated[key]
+        assert got[: len(fields)] == values[: len(fields)], key
+        for a, b in zip(got[len(fields) :], values[len(fields) :], strict=True):
             assert a.split(";")[::2] == b.split(";")[::2], key

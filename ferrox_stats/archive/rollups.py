@@ -11,12 +11,14 @@ column (``rows.outcome``: aborted, else error for an error or HTTP status >= 400
 ok), so errors and aborts are the requests of those groups, and each aborted group
 counts its abort reasons (each of ``core.rollup.KNOWN_ABORTS`` in a column of its own,
 ``ABORT_COLUMNS``, summed by the database like the other counters; any other reason in
-``Rollup.aborts``). Each bucket's groups are kept merged too,
-at the coarser ``LEVELS``: per model, and in total (their dropped labels NULL, replica
-and outcome ""; errors and aborts counted in ``Rollup.errors``/``aborted``), so that an
-answer by model or by nothing reads a row per model or per bucket (``archive.usage``),
-not one per group. They are cells like the others: written in the same statement,
-lock order and transaction, deleted and rebuilt with them.
+``Rollup.aborts``). Each bucket's groups are kept merged too, at the coarser
+``LEVELS``: per model, per key, per replica, per route, per outcome, and in total
+(their dropped labels NULL, replica and outcome ""; errors and aborts counted in
+``Rollup.errors``/``aborted``), so that an answer by one label or by nothing reads a
+row per value of it or per bucket (``archive.usage``), not one per group: with its
+latency percentiles stored, where parsing every group's distributions cost seconds.
+They are cells like the others: written in the same statement, lock order and
+transaction, deleted and rebuilt with them.
 
 Concurrency (several processes and hosts, one PostgreSQL). A batch's cells are written
 in one order every writer shares, ``(span, bucket, group digest)``:
@@ -62,6 +64,7 @@ __all__ = [
     "Group",
     "add",
     "cells_of",
+    "collapsed",
     "day_cells",
     "days_from_hours",
     "group_key",
@@ -80,10 +83,37 @@ Group = tuple[str | None, str | None, str, str | None, str]
 """``(model, route, replica, via_api_key, outcome)``."""
 GROUP_FIELDS = ("model", "route", "replica", "via_api_key", "outcome")
 
-LEVELS = {0: GROUP_FIELDS, 1: ("model",), 2: ()}
-"""Rollup level -> the group columns its rows keep (``Rollup.level``)."""
+LEVELS = {
+    0: GROUP_FIELDS,
+    1: ("model",),
+    2: (),
+    3: ("via_api_key",),
+    4: ("replica",),
+    5: ("route",),
+    6: ("outcome",),
+}
+"""Rollup level -> the group columns its rows keep (``Rollup.level``): every label; one
+label alone (levels 1 and 3-6); or none, the bucket's total (2)."""
 _COLLAPSED: Group = (None, None, "", None, "")
 """A merged row's group before its kept labels are filled in."""
+_KEPT_AT = {
+    level: tuple(GROUP_FIELDS.index(name) for name in kept)
+    for level, kept in LEVELS.items()
+    if level
+}
+"""Merged level -> the positions in a ``Group`` of the labels it keeps."""
+
+
+def collapsed(group: Group, level: int) -> Group:
+    """``group`` as ``level`` keeps it: its labels ``LEVELS[level]`` kept, the others
+    NULL (``replica`` and ``outcome`` "")."""
+    if level == 0:
+        return group
+    kept = list(_COLLAPSED)
+    for at in _KEPT_AT[level]:
+        kept[at] = group[at]
+    return cast(Group, tuple(kept))
+
 
 Cell = tuple[int, int, int, Group]
 """``(span_s, bucket start in epoch ms, level, group)``."""
@@ -174,8 +204,8 @@ def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
     for (span, start, level, group), tally in cells.items():
         if level != 0:
             continue
-        for coarser in (1, 2):
-            kept = (group[0], *_COLLAPSED[1:]) if coarser == 1 else _COLLAPSED
+        for coarser in _KEPT_AT:
+            kept = collapsed(group, coarser)
             keys = [(span, start, coarser, kept)]
             if span == 3600:
                 keys.append((DAY, start - start % day_ms, coarser, kept))
@@ -209,7 +239,9 @@ def day_cells(hours: Iterable[Any]) -> dict[Cell, Tally]:
     day_ms = DAY * 1000
     for row in hours:
         start = datetime_to_at_ms(row.bucket)
-        group = (row.model, *_COLLAPSED[1:]) if row.level == 1 else _COLLAPSED
+        group = collapsed(
+            cast(Group, tuple(getattr(row, name) for name in GROUP_FIELDS)), row.level
+        )
         key = (DAY, start - start % day_ms, row.level, group)
         into = cells.get(key)
         if into is None:

@@ -8,10 +8,12 @@ within ``RELATIVE_ERROR`` (1/64) of the nearest-rank percentile of the values. M
 buckets read the minute rollups, hour buckets the hour rollups, day buckets (UTC days)
 the merged levels' day rows or every group's hour rows. It costs O(rollup rows in the
 range), whatever the archive holds; and each step reads the coarsest rollup level that
-keeps what it groups and filters by (``rollups.LEVELS``): an answer by model, or by
-nothing, reads a row per model or per bucket, not every group's, and at hour and day
-buckets their stored percentiles (no distribution parsed), its totals' distributions
-merged from the range's whole days and the hours at either end (``_merged_over``).
+keeps what it groups and filters by (``rollups.LEVELS``): an answer by one label (model,
+key, replica, route or outcome), or by nothing, reads a row per value of it or per
+bucket, not every group's, and at hour and day buckets their stored percentiles (no
+distribution parsed), its totals' distributions merged from the range's whole days and
+the hours at either end (``_merged_over``). Grouped or filtered by two labels or more,
+it reads every group's rows, and merges their distributions in Python.
 
 Cost (``core.prices``): the database prices each rollup row's token sums at its model's
 price in force at the row's bucket (a price takes effect on a whole hour, so every hour
@@ -402,11 +404,11 @@ def _priced_sums(
 
 
 def level_keeping(columns: Iterable[str]) -> int:
-    """The coarsest rollup level whose rows keep every one of the group ``columns``."""
-    # The levels are a chain (each keeps a part of what the one before keeps): the
-    # highest that keeps them all has the fewest rows.
+    """The coarsest rollup level whose rows keep every one of the group ``columns``:
+    of those that keep them all, the one that keeps the fewest labels (the fewest rows:
+    the total, a label's own level, else every group's)."""
     needed = set(columns)
-    return max(level for level, kept in LEVELS.items() if needed <= set(kept))
+    return min((len(kept), level) for level, kept in LEVELS.items() if needed <= set(kept))[1]
 
 
 def _fetch(queryset: Any, *, raw: bool) -> Iterable[tuple[Any, ...]]:
@@ -459,10 +461,11 @@ def usage(
     answer would hold more than ``max_rows`` rows. Rows are ordered by bucket, then
     group. ``per_bucket=False`` sums each group over the whole range instead (one row
     per group, its ``bucket`` the range's start). ``latency`` names the distributions
-    to give (any of ``TIMES``; the others stay empty): by model or by nothing at hour
-    and day buckets they are read as the rows stored them; by any other label every
-    group's distributions are parsed and merged in Python, which costs most
-    (docs/benchmarks.md, "Usage API, second pass")."""
+    to give (any of ``TIMES``; the others stay empty): by one label or by nothing at
+    hour and day buckets they are read as the rows stored them; grouped or filtered by
+    two labels or more (or at minute buckets) every group's distributions are parsed
+    and merged in Python, which costs most (docs/benchmarks.md, "Usage API, fourth
+    pass")."""
     from ..models import Rollup
 
     if bucket not in BUCKETS:
@@ -488,13 +491,18 @@ def usage(
 
     book = prices = prices or PriceBook()
 
-    def span_of(level: int, priced: bool = False) -> int:
+    def span_of(level: int, priced: bool = False, hourly: bool = False) -> int:
         # The merged levels keep day rows too: a day bucket reads them, unless its
         # tokens are priced and a price changes within one of its days (a row is
-        # priced at its bucket's price: then hour rows are).
+        # priced at its bucket's price: then hour rows are), or its replicas' hours
+        # are costed (``hourly``: each hour a replica served in).
         if width <= 3600:
             return width
-        if level == 0 or (priced and book.changes_within_a_day(epoch_ms(start), epoch_ms(end))):
+        if (
+            level == 0
+            or hourly
+            or (priced and book.changes_within_a_day(epoch_ms(start), epoch_ms(end)))
+        ):
             return 3600
         return DAY
 
@@ -566,7 +574,8 @@ def usage(
     # the latency; the counters' may need the model (prices) and the replica too.
     grouped_level = level_keeping([*columns, *filtered])
     counted_level = level_keeping([*keys, *filtered, *(["model"] if by_model else [])])
-    counted = rows.filter(level=counted_level, span_s=span_of(counted_level, by_model)).order_by()
+    counted_span = span_of(counted_level, by_model, by_replica)
+    counted = rows.filter(level=counted_level, span_s=counted_span).order_by()
     summed: Any
     # Grouped by the stored bucket and every label the level keeps, each row is a cell:
     # read as it is (a sum per cell of one row was most of the database's time).
