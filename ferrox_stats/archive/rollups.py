@@ -198,22 +198,28 @@ def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
 
 def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
     """The level-0 ``cells`` merged at each coarser level (``LEVELS``): per minute and
-    hour, and each hour's per ``DAY`` too."""
+    hour, and each hour's per ``DAY`` too (from the merged hours: a merge per merged
+    hour, not per group's hour, six levels over)."""
     merged: dict[Cell, Tally] = {}
     day_ms = DAY * 1000
     for (span, start, level, group), tally in cells.items():
         if level != 0:
             continue
         for coarser in _KEPT_AT:
-            kept = collapsed(group, coarser)
-            keys = [(span, start, coarser, kept)]
-            if span == 3600:
-                keys.append((DAY, start - start % day_ms, coarser, kept))
-            for key in keys:
-                into = merged.get(key)
-                if into is None:
-                    into = merged[key] = Tally()
-                into.merge(tally)
+            key = (span, start, coarser, collapsed(group, coarser))
+            into = merged.get(key)
+            if into is None:
+                into = merged[key] = Tally()
+            into.merge(tally)
+    days: dict[Cell, Tally] = {}
+    for (span, start, level, group), tally in merged.items():
+        if span == 3600:
+            key = (DAY, start - start % day_ms, level, group)
+            into = days.get(key)
+            if into is None:
+                into = days[key] = Tally()
+            into.merge(tally)
+    merged.update(days)
     return merged
 
 
