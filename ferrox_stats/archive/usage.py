@@ -49,7 +49,7 @@ from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PER_TOKENS, PriceBook
 from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, stored_distribution
 from .export import Echo
-from .rollups import COUNTERS, DAY, LEVELS, PERCENTILES
+from .rollups import ABORT_COLUMNS, COUNTERS, DAY, LEVELS, PERCENTILES
 from .rows import at_ms_to_datetime
 
 __all__ = [
@@ -219,16 +219,8 @@ class Usage:
         return [totals[key] for key in sorted(totals, key=_group_order)]
 
 
-_INT_COLUMNS = (
-    "requests",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "out_of_range",
-    "errors",
-    "aborted",
-    "unpriced_requests",
-)
+# A row's integer sums: a rollup's counters but the known abort reasons (in ``aborts``).
+_INT_COLUMNS = (*COUNTERS[: -len(ABORT_COLUMNS)], "unpriced_requests")
 _ROW_COSTS = ("cost", "replica_cost")
 
 
