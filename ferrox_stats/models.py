@@ -399,9 +399,9 @@ class Rollup(models.Model):
     Each bucket's groups are also kept merged (``level``): per model, per key, per
     replica, per route, per outcome, and in total, so that a usage answer grouped by
     one label or by nothing reads a row per value or per bucket instead of every
-    group's (``archive.usage``). Such a row's dropped
-    labels are NULL (``replica`` and ``outcome`` ""). The merged rows are also kept
-    per UTC day, and carry their distributions' percentiles (``percentiles``).
+    group's (``archive.usage``). Such a row's dropped labels are NULL (``replica`` and
+    ``outcome`` ""). The merged rows are also kept per UTC day, and carry their
+    distributions' percentiles (``percentiles``).
     """
 
     id = models.BigAutoField(primary_key=True)

@@ -316,9 +316,11 @@ def test_replica_cost_counts_each_hour_a_replica_served_in_once() -> None:
     prices = priced({}, costs)
     answer = usage(START, START + DAY, bucket="day", group_by=["replica"], prices=prices)  # type: ignore[arg-type]
     assert answer.replica_costed
-    assert [(r.group["replica"], r.replica_cost) for r in answer.rows] == [
-        ("gpu-a", 6.0),  # two hours with traffic, however many groups they held
-        ("gpu-b", None),
+    # Read from the replica level's hour rows (its day rows would cost one hour a day),
+    # each hour's counters summed into the day.
+    assert [(r.group["replica"], r.replica_cost, r.requests) for r in answer.rows] == [
+        ("gpu-a", 6.0, 3),  # two hours with traffic, however many groups they held
+        ("gpu-b", None, 1),
     ]
     total = usage(START, START + DAY, bucket="day", prices=prices)  # type: ignore[arg-type]
     assert [r.replica_cost for r in total.rows] == [6.0]
