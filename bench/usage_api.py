@@ -11,7 +11,8 @@ would leave them, over ``--days`` (the short history, the archive's 30 days of a
 1M requests) and over 10x as many days (about 10M requests), with realistic latency
 distributions (``core.distribution`` texts of a few hundred synthetic requests each).
 Each bucket also gets the merged rows the writer keeps (``Rollup.level``): one per value
-present of each label (model, key, replica, route, outcome) and one in total, their
+present of each label (model, key, replica, route, outcome), one in total, and one per
+pair of a label and the model present (counters only, as the writer keeps them), their
 counters the sums of the bucket's groups, their distributions drawn from a pool of
 texts each merged from as many group texts (20 per model, 100 in total, 5 per key...)
 as a real merged row holds: the size a read parses, not the exact merge of that
@@ -192,7 +193,7 @@ def row_of(
 
 def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> int:
     """COPY the rollups of ``days`` days before END; return the rows loaded."""
-    from ferrox_stats.archive.rollups import DAY, LEVELS, collapsed, group_key
+    from ferrox_stats.archive.rollups import COUNTED_LEVELS, DAY, LEVELS, collapsed, group_key
 
     rng = random.Random(seed)
     texts = distribution_texts(rng, 200)
@@ -220,6 +221,9 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
     stored_days = {
         level: [stored_form(part, level) for part in pool] for level, pool in day_pools.items()
     }
+    # The (label, model) levels keep counters only: no distributions, no percentiles.
+    for level in COUNTED_LEVELS:
+        stored_pools[level] = stored_days[level] = [(NO_ABORTS, "", "", "", "", "")]
     columns = (
         "span_s, bucket, group_key, model, route, replica, via_api_key, outcome, level, "
         "requests, prompt_tokens, completion_tokens, cached_tokens, out_of_range, errors, "

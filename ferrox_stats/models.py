@@ -373,7 +373,7 @@ ROLLUP_HOUR = 3600
 ROLLUP_DAY = 86400  # the merged levels' only (``archive.rollups.DAY``)
 ROLLUP_SPANS = [(ROLLUP_MINUTE, _("minute")), (ROLLUP_HOUR, _("hour")), (ROLLUP_DAY, _("day"))]
 # What a rollup row keeps of its group (``archive.rollups.LEVELS``): every label, one
-# label only, or nothing (the bucket's total).
+# label only, nothing (the bucket's total), or a label and the model (counters only).
 ROLLUP_LEVELS = [
     (0, _("group")),
     (1, _("model")),
@@ -382,6 +382,10 @@ ROLLUP_LEVELS = [
     (4, _("replica")),
     (5, _("route")),
     (6, _("outcome")),
+    (7, _("key and model, counters")),
+    (8, _("replica and model, counters")),
+    (9, _("route and model, counters")),
+    (10, _("outcome and model, counters")),
 ]
 
 
@@ -401,7 +405,9 @@ class Rollup(models.Model):
     one label or by nothing reads a row per value or per bucket instead of every
     group's (``archive.usage``). Such a row's dropped labels are NULL (``replica`` and
     ``outcome`` ""). The merged rows are also kept per UTC day, and carry their
-    distributions' percentiles (``percentiles``).
+    distributions' percentiles (``percentiles``). Levels 7-10 keep a label and the
+    model, with counters only (empty distributions): what a priced answer by one
+    label sums.
     """
 
     id = models.BigAutoField(primary_key=True)

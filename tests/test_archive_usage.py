@@ -199,6 +199,28 @@ def test_each_hour_is_priced_at_the_price_in_force_and_a_day_sums_its_hours() ->
 @example(
     [(5, "a", "k1", 100, 50, 10), (9, "a", "k1", 7, 3, 1)], "hour", tuple(DIMENSIONS), True, False
 )
+@example(
+    [(5, "a", "k1", 100, 50, 10), (70, "a", "k2", 10, 5, 0), (71, "b", "k2", 10, 5, 0)],
+    "hour",
+    ("model", "key"),  # the key-and-model level's row per cell
+    True,
+    False,
+)
+# By key, from the key-and-model level: at day buckets, the first day (a price change
+# at 01:00) from its hour rows, the others from their day rows.
+@example(
+    [
+        (5, "a", "k1", 100, 50, 10),
+        (70, "a", "k1", 100, 50, 10),
+        (71, "b", "k2", 10, 5, 0),
+        (1500, "a", "k1", 30, 20, 10),
+        (3000, "a", None, 40, 20, 0),
+    ],
+    "day",
+    ("key",),
+    True,
+    False,
+)
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.lists(
@@ -216,7 +238,7 @@ def test_each_hour_is_priced_at_the_price_in_force_and_a_day_sums_its_hours() ->
     st.sampled_from(["hour", "day"]),
     # ("model",) and all five at hour buckets: a rollup row per answered cell, priced
     # as it is rather than summed.
-    st.sampled_from([(), ("key",), ("model",), ("model", "key"), tuple(DIMENSIONS)]),
+    st.sampled_from([(), ("key",), ("outcome",), ("model",), ("model", "key"), tuple(DIMENSIONS)]),
     st.booleans(),
     st.booleans(),
 )
@@ -477,10 +499,20 @@ def _scans(plan: dict[str, object]) -> list[dict[str, object]]:
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
-    "group_by", [[], ["model"], ["key"], ["key", "model"], ["route", "outcome"]]
+    ("group_by", "prices"),
+    [
+        ([], None),
+        (["model"], None),
+        (["key"], None),
+        (["key", "model"], None),
+        (["route", "outcome"], None),
+        # Priced: the key's or the replica's and the model's counters (levels 7, 8).
+        (["key"], PRICES),
+        (["replica"], PRICES),
+    ],
 )
 def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
-    group_by: list[str],
+    group_by: list[str], prices: object
 ) -> None:
     # An index-only scan never reads the wide rollup rows (their distributions): each
     # column the answer needs must be in the index (migrations 0014-0016). Vacuumed, so
@@ -500,7 +532,13 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
         for setting in ("seqscan", "bitmapscan"):
             db.execute(f"SET LOCAL enable_{setting} = off")
         with CaptureQueriesContext(connection) as captured:
-            usage(START, START + timedelta(days=1), group_by=group_by)
+            answer = usage(
+                START,
+                START + timedelta(days=1),
+                group_by=group_by,
+                prices=priced(prices) if prices else None,  # type: ignore[arg-type]
+            )
+        assert answer.rows
         nodes = []
         for query in captured.captured_queries:
             db.execute("EXPLAIN (FORMAT JSON) " + query["sql"])
@@ -701,6 +739,9 @@ def test_each_answer_reads_the_coarsest_level_that_keeps_what_it_needs() -> None
     hours.filter(level=2).update(cached_tokens=F("cached_tokens") + 1_000_000)
     hours.filter(level=3).update(cached_tokens=F("cached_tokens") + 10_000_000)
     hours.filter(level=4).update(cached_tokens=F("cached_tokens") + 100_000_000)
+    hours.filter(level=7).update(cached_tokens=F("cached_tokens") + 10**9)
+    hours.filter(level=8).update(cached_tokens=F("cached_tokens") + 10**10)
+    hours.filter(level=10).update(cached_tokens=F("cached_tokens") + 10**11)
 
     def cached(**kwargs: object) -> int:
         answer = usage(START, START + 4 * HOUR, per_bucket=False, **kwargs)  # type: ignore[arg-type]
@@ -725,7 +766,19 @@ def test_each_answer_reads_the_coarsest_level_that_keeps_what_it_needs() -> None
     assert cached(group_by=["replica"], prices=costed) == honest() + 100_000_000 * replicas
     assert cached(filters={"key": "k1"}) == honest(via_api_key="k1") + 10_000_000 * 3
     assert cached(group_by=["key"]) == honest() + 10_000_000 * keys
-    # Two labels (priced tokens count the model as one): every group's rows.
-    assert cached(group_by=["model", "outcome"]) == honest()
+    # A label and the model (priced tokens count the model as one): their level's rows.
+    pairs = {level: hours.filter(level=level).count() for level in (7, 8, 10)}
+    assert pairs == {7: 18, 8: 18, 10: 18}  # six pairs an hour, three hours
+    assert cached(group_by=["key"], prices=priced()) == honest() + 10**9 * pairs[7]
+    assert cached(group_by=["key", "model"]) == honest() + 10**9 * pairs[7]
+    assert cached(group_by=["replica"], prices=priced()) == honest() + 10**10 * pairs[8]
+    assert cached(group_by=["model", "outcome"]) == honest() + 10**11 * pairs[10]
+    assert cached(filters={"outcome": "ok"}, prices=priced()) == (
+        honest(outcome="ok") + 10**11 * hours.filter(level=10, outcome="ok").count()
+    )
+    # Two labels but the model: every group's rows.
+    assert cached(group_by=["key", "route"]) == honest()
     assert cached(group_by=["key"], filters={"replica": "r1"}) == honest(replica="r1")
-    assert cached(group_by=["key"], prices=priced()) == honest()
+    assert cached(group_by=["key"], filters={"replica": "r1"}, prices=priced()) == honest(
+        replica="r1"
+    )

@@ -269,7 +269,7 @@ def test_0015_merges_the_rollups_written_before_it_as_the_writer_merges_them(
     ]
     write_batch([Pending(None, r, "inst") for r in records])
     written = stored()
-    assert {key[2] for key in written} == set(range(7))  # 3-6 made again by 0019
+    assert {key[2] for key in written} == set(range(11))  # 3-10 made again by 0019, 0020
 
     executor = MigrationExecutor(connection)
     executor.migrate([("ferrox_stats", "0014_rollup_covering_indexes")])
@@ -411,16 +411,23 @@ def test_0017_makes_the_day_rows_and_percentiles_the_writer_makes() -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("rollups_on")
-def test_0019_makes_the_label_levels_the_writer_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("migration", "before", "levels"),
+    [
+        ("0019_rollup_label_levels", "0018_rollup_statistics", {3, 4, 5, 6}),
+        ("0020_rollup_counted_levels", "0019_rollup_label_levels", {7, 8, 9, 10}),
+    ],
+)
+def test_the_level_migrations_make_the_rows_the_writer_makes(
+    monkeypatch: pytest.MonkeyPatch, migration: str, before: str, levels: set[int]
+) -> None:
     import importlib
 
     from ferrox_stats.models import Rollup
 
     # Pages of five rows, cells upserted five at a time: a cell written by one flush
     # is merged into by the next.
-    monkeypatch.setattr(
-        importlib.import_module("ferrox_stats.migrations.0019_rollup_label_levels"), "CHUNK", 5
-    )
+    monkeypatch.setattr(importlib.import_module(f"ferrox_stats.migrations.{migration}"), "CHUNK", 5)
     write_batch(
         [
             Pending(
@@ -452,12 +459,12 @@ def test_0019_makes_the_label_levels_the_writer_makes(monkeypatch: pytest.Monkey
         }
 
     written = stored()
-    assert {key[2] for key in written} == set(range(7))
-    assert {key[0] for key in written if key[2] > 2} == {60, 3600, 86400}
+    assert {key[2] for key in written} == set(range(11))
+    assert {key[0] for key in written if key[2] in levels} == {60, 3600, 86400}
     executor = MigrationExecutor(connection)
-    executor.migrate([("ferrox_stats", "0018_rollup_statistics")])
+    executor.migrate([("ferrox_stats", before)])
     left = set(Rollup.objects.values_list("level", flat=True))
-    assert left == {0, 1, 2}  # the label levels went backwards
+    assert left == set(range(min(levels)))  # the migration's levels went backwards
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
     migrated = stored()

@@ -514,17 +514,17 @@ def test_prune_rollups_deletes_each_width_before_its_cutoff_oldest_first_in_batc
     cutoff = datetime(2026, 1, 10, tzinfo=UTC)
     rollups_at(*(cutoff - timedelta(minutes=m + 1) for m in range(5)), cutoff, cutoff + MS)
     assert len(rollup_buckets(60)) == 6  # cutoff and cutoff + 1 ms share a minute
-    # Seven rows a bucket (its group's and six merged): 35 before the cutoff.
-    dry = prune_rollups({60: cutoff}, batch_size=14, dry_run=True)
-    assert (dry.deleted, dry.batches, len(rollup_buckets(60))) == ({60: 35}, 3, 6)
-    result = prune_rollups({60: cutoff}, batch_size=14, max_batches=2)
-    assert (result.deleted, result.batches) == ({60: 28}, 2)
+    # Eleven rows a bucket (its group's and ten merged): 55 before the cutoff.
+    dry = prune_rollups({60: cutoff}, batch_size=22, dry_run=True)
+    assert (dry.deleted, dry.batches, len(rollup_buckets(60))) == ({60: 55}, 3, 6)
+    result = prune_rollups({60: cutoff}, batch_size=22, max_batches=2)
+    assert (result.deleted, result.batches) == ({60: 44}, 2)
     assert rollup_buckets(60)[0] == cutoff - timedelta(minutes=1)  # the oldest went first
-    assert prune_rollups({60: cutoff}, batch_size=14).deleted == {60: 7}
+    assert prune_rollups({60: cutoff}, batch_size=22).deleted == {60: 11}
     assert rollup_buckets(60) == [cutoff]  # the rows at the cutoff stay
-    assert Rollup.objects.filter(span_s=60).count() == 7
+    assert Rollup.objects.filter(span_s=60).count() == 11
     assert len(rollup_buckets(3600)) == 2  # hours: not asked
-    assert prune_rollups({3600: cutoff}, batch_size=10).deleted == {3600: 7}
+    assert prune_rollups({3600: cutoff}, batch_size=10).deleted == {3600: 11}
     assert rollup_buckets(3600) == [cutoff]
     with pytest.raises(ValueError, match="aware"):
         prune_rollups({60: cutoff.replace(tzinfo=None)}, batch_size=1)
@@ -540,18 +540,19 @@ def test_the_command_prunes_minute_rollups_after_a_week_and_keeps_hours_by_defau
     before_hours = rollup_buckets(3600)
     output = prune_command("--older-than", "400d")
     assert output.splitlines()[1:] == [
-        # A request's minute at every level: its group's, the total's and each label's.
-        f"Deleted 7 minute rollups older than {week.replace(microsecond=0).isoformat()}."
+        # A request's minute at every level: its group's, the total's, each label's,
+        # and each label's with the model.
+        f"Deleted 11 minute rollups older than {week.replace(microsecond=0).isoformat()}."
     ]
     assert rollup_buckets(3600) == before_hours
     assert len(rollup_buckets(60)) == 2
     settings.FERROX_STATS = {**settings.FERROX_STATS, "ROLLUP_HOUR_DAYS": 1}
     output = prune_command("--older-than", "400d")
     assert output.splitlines()[1:] == [
-        "Deleted 14 hour rollups older than "
+        "Deleted 22 hour rollups older than "
         f"{(NOW - timedelta(days=1)).replace(microsecond=0).isoformat()}.",
         # The merged levels' day rows go with their hours: each day that ended by then.
-        "Deleted 6 day rollups older than 2026-03-01T00:00:00+00:00.",
+        "Deleted 10 day rollups older than 2026-03-01T00:00:00+00:00.",
     ]
     # Nothing older: a run says nothing of the rollups.
     assert len(prune_command("--older-than", "400d").splitlines()) == 1

@@ -62,7 +62,8 @@ def test_it_replaces_the_rollups_of_the_range_with_the_archive_s_sums() -> None:
         "[2026-01-01T00:00:00+00:00, 2026-01-01T02:00:00+00:00).\n"
     )
     # Each hour's group, and its merged rows (per model, in total, per key, replica,
-    # route and outcome: one each here), summed again.
+    # route and outcome, and per each of these four and the model: one each here),
+    # summed again.
     rebuilt = Rollup.objects.filter(span_s=3600).values_list("requests", flat=True)
-    assert sorted(rebuilt) == [3] * 7 + [6] * 7
+    assert sorted(rebuilt) == [3] * 11 + [6] * 11
     assert run("--since", "2026-01-01T00:30", "--until", "2026-01-01T01:10:00+00:00") == out

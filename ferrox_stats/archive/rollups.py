@@ -17,6 +17,8 @@ counts its abort reasons (each of ``core.rollup.KNOWN_ABORTS`` in a column of it
 ``Rollup.errors``/``aborted``), so that an answer by one label or by nothing reads a
 row per value of it or per bucket (``archive.usage``), not one per group: with its
 latency percentiles stored, where parsing every group's distributions cost seconds.
+The counters alone are also kept per label and model (``COUNTED_LEVELS``), which a
+priced answer by one label sums (each model's tokens at the model's price).
 They are cells like the others: written in the same statement, lock order and
 transaction, deleted and rebuilt with them.
 
@@ -54,6 +56,7 @@ from .rows import at_ms_to_datetime, datetime_to_at_ms, outcome
 
 __all__ = [
     "ABORT_COLUMNS",
+    "COUNTED_LEVELS",
     "COUNTERS",
     "DAY",
     "GROUP_FIELDS",
@@ -91,9 +94,20 @@ LEVELS = {
     4: ("replica",),
     5: ("route",),
     6: ("outcome",),
+    7: ("model", "via_api_key"),
+    8: ("model", "replica"),
+    9: ("model", "route"),
+    10: ("model", "outcome"),
 }
 """Rollup level -> the group columns its rows keep (``Rollup.level``): every label; one
-label alone (levels 1 and 3-6); or none, the bucket's total (2)."""
+label alone (levels 1 and 3-6); none, the bucket's total (2); or a label and the model
+(7-10, ``COUNTED_LEVELS``)."""
+COUNTED_LEVELS = frozenset((7, 8, 9, 10))
+"""The levels whose rows keep counters and abort reasons only, no distributions: what
+a priced answer by one label sums (a price is a model's, so its tokens are summed per
+model too), from a row per (label, model) instead of every group's. Their latency
+would be the label's own level's, so they keep none (what they cost the writer is a
+sum of counters per cell)."""
 _COLLAPSED: Group = (None, None, "", None, "")
 """A merged row's group before its kept labels are filled in."""
 _KEPT_AT = {
@@ -102,6 +116,7 @@ _KEPT_AT = {
     if level
 }
 """Merged level -> the positions in a ``Group`` of the labels it keeps."""
+_TIMED_LEVELS = tuple(level for level in _KEPT_AT if level not in COUNTED_LEVELS)
 
 
 def collapsed(group: Group, level: int) -> Group:
@@ -199,18 +214,25 @@ def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
 def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
     """The level-0 ``cells`` merged at each coarser level (``LEVELS``): per minute and
     hour, and each hour's per ``DAY`` too (from the merged hours: a merge per merged
-    hour, not per group's hour, six levels over)."""
+    hour, not per group's hour, ten levels over). ``COUNTED_LEVELS`` sum the counters
+    alone."""
     merged: dict[Cell, Tally] = {}
     day_ms = DAY * 1000
     for (span, start, level, group), tally in cells.items():
         if level != 0:
             continue
-        for coarser in _KEPT_AT:
+        for coarser in _TIMED_LEVELS:
             key = (span, start, coarser, collapsed(group, coarser))
             into = merged.get(key)
             if into is None:
                 into = merged[key] = Tally()
             into.merge(tally)
+        for coarser in COUNTED_LEVELS:
+            key = (span, start, coarser, collapsed(group, coarser))
+            into = merged.get(key)
+            if into is None:
+                into = merged[key] = Tally()
+            into.merge_counters(tally)
     days: dict[Cell, Tally] = {}
     for (span, start, level, group), tally in merged.items():
         if span == 3600:
@@ -227,9 +249,9 @@ def percentiles_text(tally: Tally, level: int, span: int) -> str:
     """What a merged level's hour or day row stores of its distributions' percentiles:
     per ``TIMES``, ``[count, p50, p95, p99]`` (seconds; null when it holds none), as
     compact JSON. An answer at the row's own bucket reads them instead of parsing the
-    distributions. ``""`` at level 0 (its answers merge rows) and for minutes (short
-    ranges: their answers parse)."""
-    if level == 0 or span < 3600:
+    distributions. ``""`` at level 0 (its answers merge rows), for minutes (short
+    ranges: their answers parse) and at the ``COUNTED_LEVELS`` (no distributions)."""
+    if level == 0 or span < 3600 or level in COUNTED_LEVELS:
         return ""
     summary = []
     for name in TIMES:

@@ -13,11 +13,15 @@ key, replica, route or outcome), or by nothing, reads a row per value of it or p
 bucket, not every group's, and at hour and day buckets their stored percentiles (no
 distribution parsed), its totals' distributions merged from the range's whole days and
 the hours at either end (``_merged_over``). Grouped or filtered by two labels or more,
-it reads every group's rows, and merges their distributions in Python.
+it reads every group's rows, and merges their distributions in Python. Its counters
+read the same level, or, priced (a price is a model's), the level that keeps the label
+and the model (``rollups.COUNTED_LEVELS``): a row per (value, model), not every
+group's.
 
 Cost (``core.prices``): the database prices each rollup row's token sums at its model's
 price in force at the row's bucket (a price takes effect on a whole hour, so every hour
-row has one; a day bucket reads hour rows when a price changes within a day), found by
+row has one; a day bucket reads the hour rows of the days in which a price changes,
+the day rows of the others), found by
 a join to the price table (``_priced_sums``; the ORM's ``CASE`` on other databases);
 a row whose model has no price adds its requests to ``unpriced_requests`` and nothing
 to ``cost``, which stays ``None`` while no row of the group had a price. A request
@@ -49,7 +53,7 @@ from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PER_TOKENS, PriceBook
 from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, stored_distribution
 from .export import Echo
-from .rollups import ABORT_COLUMNS, COUNTERS, DAY, LEVELS, PERCENTILES
+from .rollups import ABORT_COLUMNS, COUNTED_LEVELS, COUNTERS, DAY, LEVELS, PERCENTILES
 from .rows import at_ms_to_datetime
 
 __all__ = [
@@ -395,12 +399,18 @@ def _priced_sums(
         return cursor.fetchall()  # type: ignore[no-any-return]
 
 
-def level_keeping(columns: Iterable[str]) -> int:
+def level_keeping(columns: Iterable[str], *, counters_only: bool = False) -> int:
     """The coarsest rollup level whose rows keep every one of the group ``columns``:
     of those that keep them all, the one that keeps the fewest labels (the fewest rows:
-    the total, a label's own level, else every group's)."""
+    the total, a label's own level, a label and the model, else every group's). The
+    ``COUNTED_LEVELS`` only if ``counters_only`` is asked for: they keep no
+    distributions."""
     needed = set(columns)
-    return min((len(kept), level) for level, kept in LEVELS.items() if needed <= set(kept))[1]
+    return min(
+        (len(kept), level)
+        for level, kept in LEVELS.items()
+        if needed <= set(kept) and (counters_only or level not in COUNTED_LEVELS)
+    )[1]
 
 
 def _fetch(queryset: Any, *, raw: bool) -> Iterable[tuple[Any, ...]]:
@@ -483,20 +493,32 @@ def usage(
 
     book = prices = prices or PriceBook()
 
-    def span_of(level: int, priced: bool = False, hourly: bool = False) -> int:
+    def span_of(level: int, hourly: bool = False) -> int:
         # The merged levels keep day rows too: a day bucket reads them, unless its
-        # tokens are priced and a price changes within one of its days (a row is
-        # priced at its bucket's price: then hour rows are), or its replicas' hours
-        # are costed (``hourly``: each hour a replica served in).
+        # replicas' hours are costed (``hourly``: each hour a replica served in).
         if width <= 3600:
             return width
-        if (
-            level == 0
-            or hourly
-            or (priced and book.changes_within_a_day(epoch_ms(start), epoch_ms(end)))
-        ):
+        if level == 0 or hourly:
             return 3600
         return DAY
+
+    def spans_of(level: int, priced: bool, hourly: bool) -> Q:
+        # The rows ``span_of`` reads; priced at day buckets, the hour rows of the days
+        # in which a price changes (a row is priced at its bucket's price, so a day
+        # row only where one price holds all day), the day rows of the others.
+        span = span_of(level, hourly)
+        if span != DAY or not priced:
+            return Q(span_s=span)
+        changing = [
+            at_ms_to_datetime(day_ms)
+            for day_ms in book.days_changing(epoch_ms(start), epoch_ms(end))
+        ]
+        if not changing:
+            return Q(span_s=DAY)
+        spans = Q(span_s=DAY) & ~Q(bucket__in=changing)
+        for day in changing:
+            spans |= Q(span_s=3600, bucket__gte=day, bucket__lt=day + timedelta(days=1))
+        return spans
 
     if max_rows is not None and per_bucket:
         buckets = (end - start).total_seconds() // width
@@ -565,9 +587,11 @@ def usage(
     # What the answer's groups and filters need: the level for the abort reasons and
     # the latency; the counters' may need the model (prices) and the replica too.
     grouped_level = level_keeping([*columns, *filtered])
-    counted_level = level_keeping([*keys, *filtered, *(["model"] if by_model else [])])
-    counted_span = span_of(counted_level, by_model, by_replica)
-    counted = rows.filter(level=counted_level, span_s=counted_span).order_by()
+    counted_level = level_keeping(
+        [*keys, *filtered, *(["model"] if by_model else [])], counters_only=True
+    )
+    counted = rows.filter(spans_of(counted_level, by_model, by_replica), level=counted_level)
+    counted = counted.order_by()
     summed: Any
     # Grouped by the stored bucket and every label the level keeps, each row is a cell:
     # read as it is (a sum per cell of one row was most of the database's time).

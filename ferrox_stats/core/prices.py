@@ -115,12 +115,16 @@ class PriceBook:
                 periods.append((model, price.from_ms, until_ms, price))
         return periods
 
-    def changes_within_a_day(self, from_ms: int, until_ms: int) -> bool:
-        """Whether a model's price takes effect in ``[from_ms, until_ms)`` at another
-        moment than a UTC midnight: then a day's tokens are not all of one price."""
-        return any(
-            from_ms <= start < until_ms and start % DAY_MS
-            for _, start, _, _ in self.model_periods()
+    def days_changing(self, from_ms: int, until_ms: int) -> list[int]:
+        """The UTC days (their midnights, epoch ms, ascending) in which a model's price
+        takes effect within ``[from_ms, until_ms)`` at another moment than midnight:
+        those days' tokens are not all of one price."""
+        return sorted(
+            {
+                start - start % DAY_MS
+                for _, start, _, _ in self.model_periods()
+                if from_ms <= start < until_ms and start % DAY_MS
+            }
         )
 
     def price(self, model: str | None, at_ms: int) -> ModelPrice | None:

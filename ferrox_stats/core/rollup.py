@@ -259,6 +259,16 @@ class Tally:
 
     def merge(self, other: Tally) -> None:
         """Add ``other``'s requests to this tally."""
+        self.merge_counters(other)
+        # Only the distributions ``other`` made (by reading them) and filled.
+        for name, slot in _SLOTS:
+            theirs: Distribution | None = getattr(other, slot, None)
+            if theirs is not None and theirs.count:
+                getattr(self, name).merge(theirs)
+
+    def merge_counters(self, other: Tally) -> None:
+        """Add ``other``'s counters and abort reasons, not its distributions: what a
+        rollup level that keeps counts only sums (``archive.rollups.COUNTED_LEVELS``)."""
         self.requests += other.requests
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
@@ -268,11 +278,6 @@ class Tally:
         self.aborted += other.aborted
         for reason, n in other.aborts.items():
             self.aborts[reason] = self.aborts.get(reason, 0) + n
-        # Only the distributions ``other`` made (by reading them) and filled.
-        for name, slot in _SLOTS:
-            theirs: Distribution | None = getattr(other, slot, None)
-            if theirs is not None and theirs.count:
-                getattr(self, name).merge(theirs)
 
     # -- storage ---------------------------------------------------------------------
 

@@ -44,14 +44,24 @@ def test_each_price_is_in_force_until_the_next_of_its_model() -> None:
     assert PriceBook().model_periods() == []
 
 
-def test_a_price_that_takes_effect_within_a_day_is_found_in_its_range() -> None:
-    noon = parse({"m": [{"from": "2026-01-01T12:00Z", "input": 1, "output": 1}]}, {})
+def test_a_price_that_takes_effect_within_a_day_names_its_day_in_its_range() -> None:
+    noon = parse(
+        {
+            "m": [
+                {"from": "2026-01-01T12:00Z", "input": 1, "output": 1},
+                {"from": "2026-01-03T05:00Z", "input": 2, "output": 2},
+            ],
+            "n": [{"from": "2026-01-01T18:00Z", "input": 1, "output": 1}],
+        },
+        {},
+    )
     day_ms = 24 * HOUR_MS
-    assert noon.changes_within_a_day(JAN, JAN + day_ms)
-    assert not noon.changes_within_a_day(JAN + day_ms, JAN + 2 * day_ms)  # before: not in it
-    assert not noon.changes_within_a_day(JAN - day_ms, JAN + 12 * HOUR_MS)  # ends at noon
+    assert noon.days_changing(JAN, JAN + day_ms) == [JAN]  # two changes, one day
+    assert noon.days_changing(JAN, JAN + 3 * day_ms) == [JAN, JAN + 2 * day_ms]
+    assert noon.days_changing(JAN + day_ms, JAN + 2 * day_ms) == []  # between them
+    assert noon.days_changing(JAN - day_ms, JAN + 12 * HOUR_MS) == []  # ends at noon
     # Prices from midnights price each UTC day at one price.
-    assert not book().changes_within_a_day(JAN - day_ms, FEB + day_ms)
+    assert book().days_changing(JAN - day_ms, FEB + day_ms) == []
 
 
 def test_cost_prices_cached_prompt_tokens_apart_and_as_input_without_a_cached_price() -> None:
