@@ -51,7 +51,7 @@ from django.db.models.functions import Cast, Greatest, Least
 
 from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PER_TOKENS, PriceBook
-from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, stored_distribution
+from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, merge_stored
 from .export import Echo
 from .rollups import ABORT_COLUMNS, COUNTED_LEVELS, COUNTERS, DAY, LEVELS, PERCENTILES
 from .rows import at_ms_to_datetime
@@ -730,13 +730,7 @@ def _merge_into(
     for values in _fetch(texts, raw=epoch is not None):
         tally = cell(seconds(values[0]), values[1 : 1 + n]).tally
         for name, text in zip(distributions, values[1 + n :], strict=True):
-            if not text:
-                continue
-            stored, merged = stored_distribution(text), getattr(tally, name)
-            if merged.count:
-                merged.merge(stored)
-            else:  # the cell's first (at the rollup's width, its only) row
-                setattr(tally, name, stored)
+            merge_stored(getattr(tally, name), text)
 
 
 def _merged_over(
@@ -766,8 +760,7 @@ def _merged_over(
         if tally is None:
             tally = merged[group] = Tally()
         for name, text in zip(distributions, values[n:], strict=True):
-            if text:
-                getattr(tally, name).merge(stored_distribution(text))
+            merge_stored(getattr(tally, name), text)
     return merged
 
 

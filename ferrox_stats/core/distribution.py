@@ -458,6 +458,29 @@ class Distribution:
         if self._tee is not None:
             self._tee._merge_counts(other)
 
+    def merge_buckets(
+        self, zeros: int, total: float, indices: Sequence[int], counts: Sequence[int]
+    ) -> None:
+        """Add ``zeros`` zeros and ``counts[i]`` values in each bucket ``indices[i]``
+        (distinct), whose sum is ``total``: ``merge`` of a distribution that held them,
+        without making one (``core.rollup.merge_stored``)."""
+        merged_total = self.total + total
+        if merged_total == _INF:
+            raise ValueError("the merged sum would overflow")
+        self.total = merged_total
+        target: Distribution | None = self
+        while target is not None:  # here, and where this one tees into
+            target.zeros += zeros
+            buckets = target.counts
+            if not buckets:
+                target.counts = dict(zip(indices, counts, strict=True))
+            else:
+                get = buckets.get
+                for index, n in zip(indices, counts, strict=True):
+                    buckets[index] = get(index, 0) + n
+            target._octaves = None  # counted again when next asked for
+            target = target._tee
+
     @classmethod
     def merged(cls, parts: Iterable[Distribution]) -> Distribution:
         """A new distribution of everything in ``parts``."""

@@ -41,6 +41,7 @@ __all__ = [
     "TIMES",
     "Tally",
     "canonical_ints",
+    "merge_stored",
     "stored_distribution",
 ]
 
@@ -78,14 +79,12 @@ def canonical_ints(text: str) -> list[int] | None:
         return None
 
 
-def stored_distribution(text: str) -> Distribution:
-    """The distribution ``_text`` wrote; ``ValueError`` for anything it could not have."""
-    result = Distribution()
-    if not text:
-        return result
+def _stored_parts(text: str) -> tuple[int, float, list[int], list[int]]:
+    """``zeros``, ``total``, and the bucket indexes and counts of a non-empty text that
+    ``_text`` wrote; ``ValueError`` for anything it could not have."""
     try:
-        zeros, total, pairs = text.split(";")
-        result.zeros, result.total = int(zeros), float(total)
+        zeros_text, total_text, pairs = text.split(";")
+        zeros, total = int(zeros_text), float(total_text)
         numbers = canonical_ints(pairs) if pairs else []
         canonical = numbers is not None
         numbers = numbers or []
@@ -96,22 +95,39 @@ def stored_distribution(text: str) -> Distribution:
         # Canonical numbers only (int() and float() take " 1", "+1", "1_0", "1e0"...),
         # indexes ascending (no bucket twice), counts and zeros in range.
         canonical
-        and str(result.zeros) == zeros
-        and repr(result.total) == total
+        and str(zeros) == zeros_text
+        and repr(total) == total_text
         and len(indices) == len(counts)
-        and 0 <= result.zeros <= MAX_COUNT
-        and math.isfinite(result.total)
-        and result.total >= 0
+        and 0 <= zeros <= MAX_COUNT
+        and math.isfinite(total)
+        and total >= 0
         and (not counts or (min(counts) >= 1 and max(counts) <= MAX_COUNT))
         and (not indices or (indices[0] >= MIN_INDEX and indices[-1] <= MAX_INDEX))
         and all(map(lt, indices, indices[1:]))
-        and (result.zeros or counts)
+        and (zeros or counts)
     ):
         raise ValueError(f"not a stored distribution: {text[:40]!r}")
-    result.counts = dict(zip(indices, counts, strict=True))
-    if result.count > MAX_COUNT:
+    if zeros + sum(counts) > MAX_COUNT:
         raise ValueError(f"a distribution may hold at most {MAX_COUNT} values")
+    return zeros, total, indices, counts
+
+
+def stored_distribution(text: str) -> Distribution:
+    """The distribution ``_text`` wrote; ``ValueError`` for anything it could not have."""
+    result = Distribution()
+    if text:
+        result.zeros, result.total, indices, counts = _stored_parts(text)
+        result.counts = dict(zip(indices, counts, strict=True))
     return result
+
+
+def merge_stored(into: Distribution, text: str) -> None:
+    """Add the distribution ``_text`` wrote to ``into``: ``into.merge`` of
+    ``stored_distribution(text)`` without making it (no dict of its buckets to build
+    and walk again: merging a range's day rows per key was half parsing, half merging).
+    ``ValueError`` for anything ``_text`` could not have written, ``into`` unchanged."""
+    if text:
+        into.merge_buckets(*_stored_parts(text))
 
 
 def _text(distribution: Distribution) -> str:
@@ -312,9 +328,9 @@ class Tally:
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                     raise ValueError(f"abort count of {reason!r} must be an integer >= 0")
                 self.aborts[reason] = self.aborts.get(reason, 0) + n
-        self.duration.merge(stored_distribution(duration))
-        self.ttft.merge(stored_distribution(ttft))
-        self.tpot.merge(stored_distribution(tpot))
+        merge_stored(self.duration, duration)
+        merge_stored(self.ttft, ttft)
+        merge_stored(self.tpot, tpot)
 
     @classmethod
     def stored(

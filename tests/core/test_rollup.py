@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.core.requests import Record
-from ferrox_stats.core.rollup import MAX_TOKENS, Tally, canonical_ints
+from ferrox_stats.core.rollup import (
+    MAX_TOKENS,
+    Tally,
+    canonical_ints,
+    merge_stored,
+    stored_distribution,
+)
 
 _times = st.one_of(
     st.none(),
@@ -59,6 +65,48 @@ def test_a_stored_distribution_reads_back_exactly(values: list[float]) -> None:
     back = Tally.stored((0, 0, 0, 0, 0), texts)
     assert back.duration == tally.duration
     assert (texts[1] == "") == (not values)
+
+
+_values = st.lists(st.floats(min_value=0, max_value=1e9, allow_nan=False), max_size=30)
+
+
+@given(_values, st.lists(_values, max_size=6), st.booleans())
+def test_merging_stored_texts_equals_merging_the_distributions_they_store(
+    first: list[float], parts: list[list[float]], teed: bool
+) -> None:
+    # merge_stored adds a text's buckets without making its distribution: the same
+    # zeros, buckets and sum, octaves counted again, and what the target tees into
+    # (its counts, not its sum) fed too.
+    texts = []
+    for values in parts:
+        tally = Tally()
+        tally.duration.add_many(values)
+        texts.append(tally.texts()[1])
+    want, got = Distribution(), Distribution()
+    want.add_many(first)
+    got.add_many(first)
+    assert want.octaves() == got.octaves()  # kept from now on
+    into_want, into_got = Distribution(), Distribution()
+    if teed:
+        want.tee(into_want)
+        got.tee(into_got)
+    for text in texts:
+        want.merge(stored_distribution(text))
+        merge_stored(got, text)
+    assert (got.zeros, got.counts, got.total) == (want.zeros, want.counts, want.total)
+    assert got.octaves() == want.octaves()
+    assert (into_got.zeros, into_got.counts) == (into_want.zeros, into_want.counts)
+
+
+def test_a_refused_text_leaves_what_it_was_merged_into_unchanged() -> None:
+    into = Distribution()
+    into.add_many([1.0, 1.7e308])
+    before = into.copy()
+    with pytest.raises(ValueError, match="not a stored"):
+        merge_stored(into, "1;1.0;6,1,5,1")  # a bucket twice
+    with pytest.raises(ValueError, match="overflow"):
+        merge_stored(into, f"0;{1.7e308!r};5,1")
+    assert into == before
 
 
 @pytest.mark.parametrize(
