@@ -86,7 +86,7 @@ def _write(
     labels: dict[str | None, str] = {None: "null"}  # each label's JSON, once per answer
     for name, rows, bucketed in (("rows", answer.rows, True), ("totals", data.totals, False)):
         template = _template(answer.group_by, answer.latency, bucketed, encode, separators)
-        written = _rows(rows, template, answer.latency, bucketed, encode, labels)
+        written = _rows(rows, template, answer.latency, bucketed, encode, labels, separators)
         parts += [encode(name), colon, "[", item.join(written), "]", item]
     parts[-1] = "}"
     return "".join(parts)
@@ -117,6 +117,26 @@ def _template(
     return "{" + item.join(fields) + "}"
 
 
+def _aborts(
+    aborts: dict[str, int],
+    reasons: dict[str, str],
+    encode: Callable[[Any], str],
+    separators: tuple[str, str],
+) -> str:
+    """A row's abort reasons as the encoder writes the dict: each reason's JSON and
+    colon made once per answer (``reasons``), its count (an int) as ``str``. Every row
+    of an answer by replica or model counts some: the encoder's pass over each cost
+    more than the rest of the row's values."""
+    item, colon = separators
+    parts = []
+    for reason, n in aborts.items():
+        key = reasons.get(reason)
+        if key is None:
+            key = reasons[reason] = encode(reason) + colon
+        parts.append(key + str(n))
+    return "{" + item.join(parts) + "}"
+
+
 def _refused(value: float) -> str:
     raise _Refused(value)
 
@@ -128,12 +148,14 @@ def _rows(
     bucketed: bool,
     encode: Callable[[Any], str],
     labels: dict[str | None, str],
+    separators: tuple[str, str],
 ) -> list[str]:
     """Each row written into ``template``: its values as the JSON encoder writes them
     (a number as ``repr``, as ``json`` writes ints and floats; ``_Refused`` for one
-    strict JSON refuses)."""
+    strict JSON refuses; an abort reason's count, an int, as ``str``)."""
     # One loop, every value inline: a function call per value cost more than the rest.
     isfinite = math.isfinite
+    reasons: dict[str, str] = {}  # each abort reason's JSON key, once per answer
     at_in_stored = [TIMES.index(name) for name in latency]
     written = []
     buckets: dict[datetime, list[Any]] = {}  # a bucket's groups share its start's JSON
@@ -158,7 +180,7 @@ def _rows(
             tally.completion_tokens,
             tally.cached_tokens,
             tally.out_of_range,
-            encode(tally.aborts) if tally.aborts else "{}",
+            _aborts(tally.aborts, reasons, encode, separators) if tally.aborts else "{}",
             row.errors,
             row.aborted,
             "null" if cost is None else repr(cost) if isfinite(cost) else _refused(cost),
