@@ -253,12 +253,13 @@ def _summed(since: datetime, rows: list[UsageRow], distributions: tuple[str, ...
     return total
 
 
-def _epoch_sql(vendor: str) -> str | None:
-    """SQL reading a rollup's bucket as epoch seconds, where this database has it."""
+def _epoch_sql(vendor: str, column: str = "bucket") -> str | None:
+    """SQL reading a rollup's bucket (``column``) as epoch seconds, where this database
+    has it."""
     if vendor == "postgresql":
-        return "CAST(EXTRACT(EPOCH FROM bucket) AS bigint)"
+        return f"CAST(EXTRACT(EPOCH FROM {column}) AS bigint)"
     if vendor == "sqlite":  # Django stores UTC text: 'YYYY-MM-DD HH:MM:SS'
-        return "CAST(strftime('%%s', bucket) AS INTEGER)"
+        return f"CAST(strftime('%%s', {column}) AS INTEGER)"
     return None
 
 
@@ -361,7 +362,11 @@ def _priced_sums(
     if cells:
         lead, grouped = [f'r."{name}"' for name in timed], []
     elif timed == ["at_s"]:
-        lead, grouped = ['MIN(r."at_s")'], ['r."bucket"', *keyed]
+        # The bucket's epoch read once per group, not per row and its minimum taken
+        # (PostgreSQL's EXTRACT is a numeric: per row, a third of a 14 000-row sum).
+        epoch = _epoch_sql(connection.vendor, 'r."bucket"')
+        assert epoch is not None  # (``_PRICED_SQL``'s databases have it)
+        lead, grouped = [epoch], ['r."bucket"', *keyed]
     else:
         lead = grouped = [f'r."{name}"' for name in timed]
         grouped = [*grouped, *keyed]
