@@ -40,7 +40,7 @@ is one the API refuses (a 400), so the headline is the slowest answer the API gi
 beside the slowest ``usage()`` of any size. Creates and drops its own database.
 Run from the repo root::
 
-    PYTHONPATH=.:bench python bench/usage_api.py --quick     # ~1 min
+    PYTHONPATH=.:bench python bench/usage_api.py --quick     # ~15 min
     PYTHONPATH=.:bench python bench/usage_api.py [--cells 100 --days 30 --rounds 7]
 """
 
