@@ -116,7 +116,11 @@ _KEPT_AT = {
     if level
 }
 """Merged level -> the positions in a ``Group`` of the labels it keeps."""
-_TIMED_LEVELS = tuple(level for level in _KEPT_AT if level not in COUNTED_LEVELS)
+# Merged level -> how a group's tally is added to it (counters alone where it keeps no
+# distributions).
+_ADDS = tuple(
+    (level, Tally.merge_counters if level in COUNTED_LEVELS else Tally.merge) for level in _KEPT_AT
+)
 
 
 def collapsed(group: Group, level: int) -> Group:
@@ -221,18 +225,12 @@ def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
     for (span, start, level, group), tally in cells.items():
         if level != 0:
             continue
-        for coarser in _TIMED_LEVELS:
+        for coarser, add in _ADDS:
             key = (span, start, coarser, collapsed(group, coarser))
             into = merged.get(key)
             if into is None:
                 into = merged[key] = Tally()
-            into.merge(tally)
-        for coarser in COUNTED_LEVELS:
-            key = (span, start, coarser, collapsed(group, coarser))
-            into = merged.get(key)
-            if into is None:
-                into = merged[key] = Tally()
-            into.merge_counters(tally)
+            add(into, tally)
     days: dict[Cell, Tally] = {}
     for (span, start, level, group), tally in merged.items():
         if span == 3600:
