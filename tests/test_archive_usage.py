@@ -499,20 +499,23 @@ def _scans(plan: dict[str, object]) -> list[dict[str, object]]:
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's plans")
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
-    ("group_by", "prices"),
+    ("group_by", "prices", "counted", "bucket"),
     [
-        ([], None),
-        (["model"], None),
-        (["key"], None),
-        (["key", "model"], None),
-        (["route", "outcome"], None),
-        # Priced: the key's or the replica's and the model's counters (levels 7, 8).
-        (["key"], PRICES),
-        (["replica"], PRICES),
+        ([], None, 1, "hour"),
+        (["model"], None, 1, "hour"),
+        (["key"], None, 1, "hour"),
+        (["key", "model"], None, 1, "hour"),
+        (["route", "outcome"], None, 1, "hour"),
+        # Priced at hour buckets (grouped by the stored bucket): the label's counters
+        # (levels 3, 4), and apart the cost from the label's and the model's (7, 8);
+        # at day buckets, the counters and the cost from levels 7 and 8 at once.
+        (["key"], PRICES, 2, "hour"),
+        (["replica"], PRICES, 2, "hour"),
+        (["key"], PRICES, 1, "day"),
     ],
 )
 def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
-    group_by: list[str], prices: object
+    group_by: list[str], prices: object, counted: int, bucket: str
 ) -> None:
     # An index-only scan never reads the wide rollup rows (their distributions): each
     # column the answer needs must be in the index (migrations 0014-0016). Vacuumed, so
@@ -535,6 +538,7 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
             answer = usage(
                 START,
                 START + timedelta(days=1),
+                bucket=bucket,
                 group_by=group_by,
                 prices=priced(prices) if prices else None,  # type: ignore[arg-type]
             )
@@ -544,7 +548,7 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
             db.execute("EXPLAIN (FORMAT JSON) " + query["sql"])
             nodes += _scans(db.fetchone()[0][0]["Plan"])
     assert [(n["Node Type"], n.get("Index Name")) for n in nodes] == [
-        ("Index Only Scan", "ferrox_rollup_level_counters"),
+        *[("Index Only Scan", "ferrox_rollup_level_counters")] * counted,
         ("Index Only Scan", "ferrox_rollup_level_aborts"),
     ]
     # By one label or by nothing, a latency answer's stored percentiles too (migrations
