@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 from hypothesis import HealthCheck, given, settings
@@ -388,6 +388,26 @@ def test_an_existing_cell_merges_distributions_under_its_row() -> None:
     assert tally.duration.count == 2
     assert tally.duration.quantile(100) == pytest.approx(8.0, rel=1 / 64)
     assert datetime_to_at_ms(row.bucket) == at - at % 60_000
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's arrays")
+def test_the_arrays_bound_in_binary_leave_no_prepared_statement_and_fail_as_django() -> None:
+    # The upsert binds its arrays on the server, on the batch's connection: prepared
+    # only as the connection says (Django's default: never, as a pooler in transaction
+    # mode needs), in the batch's transaction, a database error raised as Django's.
+    at = BASE_AT_MS
+    for n in range(8):  # past psycopg's prepare threshold
+        write_batch([Pending(n, make_record(at_ms=at + n, duration_ms=100.0 + n), "i")])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (0,)
+    assert group_rows().get(span_s=60).requests == 8
+    assert_rollups_match_archive()
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE ferrox_stats_rollup ADD CONSTRAINT few CHECK (requests < 9)")
+    with pytest.raises(IntegrityError):
+        write_batch([Pending(9, make_record(at_ms=at), "i")])
+    assert FinishedRequest.objects.count() == 8  # the batch's transaction rolled back
 
 
 def _in_thread(target: Any) -> threading.Thread:
