@@ -556,6 +556,7 @@ def usage(
     first = int((start - _EPOCH).total_seconds())
     cells: dict[tuple[int, tuple[str | None, ...]], UsageRow] = {}
     moments: dict[int, datetime] = {}
+    groups: dict[tuple[str | None, ...], dict[str, str | None]] = {}
 
     def cell(at_s: int, group: tuple[str | None, ...]) -> UsageRow:
         key = (at_s - (at_s - first) % width if per_bucket else first, group)
@@ -566,7 +567,10 @@ def usage(
             moment = moments.get(key[0])
             if moment is None:  # a bucket's groups share its datetime
                 moment = moments[key[0]] = _EPOCH + timedelta(seconds=key[0])
-            row = cells[key] = UsageRow(moment, dict(zip(grouped, group, strict=True)))
+            labels = groups.get(group)
+            if labels is None:  # each cell its own copy of its group's (a few groups)
+                labels = groups[group] = dict(zip(grouped, group, strict=True))
+            row = cells[key] = UsageRow(moment, labels.copy())
         return row
 
     by_model, by_replica = prices.prices_tokens, replica_costed
