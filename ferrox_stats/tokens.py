@@ -143,8 +143,14 @@ def recently_checked(secret: str) -> ApiToken | None:
 
 
 def _wall(clock: live.Clock) -> datetime:
-    """The recorder's wall clock as an aware datetime (tests move it; see ``live.reset``)."""
-    return datetime.fromtimestamp(clock.wall_ms() / 1000, tz=UTC)
+    """The recorder's wall clock as an aware datetime (tests move it; see ``live.reset``),
+    at the end of its millisecond: the clock floors to the millisecond, and a token that
+    expired earlier within that millisecond must already be refused (an expiry is
+    stored to the microsecond)."""
+    return datetime.fromtimestamp(clock.wall_ms() / 1000, tz=UTC) + _LAST_MICROSECOND
+
+
+_LAST_MICROSECOND = timedelta(microseconds=999)
 
 
 def _unexpired(token: ApiToken, clock: live.Clock) -> ApiToken | None:

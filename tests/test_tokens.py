@@ -209,6 +209,18 @@ def test_a_token_works_until_its_expiry_and_not_a_moment_after(
     assert tokens.check(secret) is None
 
 
+def test_a_token_expiring_within_the_clocks_millisecond_is_already_refused(
+    recorder: live.Recorder, clock: FakeClock
+) -> None:
+    # The wall clock reads whole milliseconds; an expiry is stored to the microsecond.
+    # CI once saw a token expired at timezone.now() still accepted: the next request
+    # read the same millisecond, floored below the expiry. Refusing up to a millisecond
+    # early is the safe side.
+    _, secret = tokens.issue("poller", expires_at=_wall(clock) + timedelta(microseconds=400))
+    assert tokens.check(secret) is None
+    assert tokens.recently_checked(secret) is None
+
+
 def test_the_cache_never_serves_a_token_past_its_expiry(
     recorder: live.Recorder, clock: FakeClock, settings: Any
 ) -> None:
