@@ -23,8 +23,11 @@ hour texts) and every merged row its stored percentiles, as the writer keeps the
 Every answer is priced by ``PRICES``: 50 models with two prices each, the five served
 ones changing price within the range asked.
 
-Then, on each history, the last 30 days are asked, interleaved in rounds (order
-rotating), each timed alone (wall clock, the database on this machine):
+Each history is loaded into a database of its own; then the last 30 days are asked
+of both, interleaved in rounds (order rotating; each call asked of the two histories
+back to back, which first alternating by round), each call timed alone (wall clock,
+the database on this machine), so that the growth is a ratio within a round, not the
+drift of the machine between two phases:
 
 - ``usage()`` ungrouped, by model, by key, by key and model (``archive.usage.usage``,
   what the views call), and ``top`` keys by tokens (``per_bucket=False``), with and
@@ -37,8 +40,9 @@ rotating), each timed alone (wall clock, the database on this machine):
 Printed: each call's median ms on each history, the 10x / 1x ratio (median of
 per-round ratios) and rows answered; an answer of more rows than ``USAGE_MAX_ROWS``
 is one the API refuses (a 400), so the headline is the slowest answer the API gives,
-beside the slowest ``usage()`` of any size. Creates and drops its own database.
-Run from the repo root::
+beside the slowest ``usage()`` of any size. Creates and drops its two databases
+(about 5 and 50 GB at the full size; ``--keep`` leaves them for a later ``--loaded``
+run). Run from the repo root::
 
     PYTHONPATH=.:bench python bench/usage_api.py --quick     # ~15 min
     PYTHONPATH=.:bench python bench/usage_api.py [--cells 100 --days 30 --rounds 7]
@@ -47,6 +51,7 @@ Run from the repo root::
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import statistics
@@ -97,6 +102,14 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--minute-cells", type=int, default=None, help="groups per minute (10)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (7; quick 3)")
     parser.add_argument("--quick", action="store_true", help="fewer cells and rounds")
+    parser.add_argument(
+        "--keep", action="store_true", help="leave the two databases loaded, for --loaded"
+    )
+    parser.add_argument(
+        "--loaded",
+        action="store_true",
+        help="ask the databases an earlier --keep run left (same --days and --cells)",
+    )
     args = parser.parse_args()
     defaults = {
         "cells": 40 if args.quick else 100,
@@ -309,50 +322,88 @@ def load(url: str, days: int, cells: int, minute_cells: int, seed: int = 3) -> i
 
 def main() -> None:
     args = arguments()
-    url = create_database(args.server, args.database)
+    names = {history: f"{args.database}_{history}d" for history in (args.days, 10 * args.days)}
     try:
-        run(args, url)
+        run(args, names)
     finally:
-        drop_database(args.server, args.database)
+        if not args.keep:
+            for name in names.values():
+                drop_database(args.server, name)
 
 
-def run(args: argparse.Namespace, url: str) -> None:
+def run(args: argparse.Namespace, names: dict[int, str]) -> None:
+    short_days, long_days = names
+    urls = {
+        history: f"{args.server}/{name}" if args.loaded else create_database(args.server, name)
+        for history, name in names.items()
+    }
+    # Django's default database is the short history's; the long one is a second alias.
+    os.environ["DATABASE_URL"] = urls[short_days]
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     import django
 
     django.setup()
     from django.conf import settings
     from django.core.management import call_command
-    from django.db import connection
+    from django.db import connection, connections
     from django.test import Client
 
     from ferrox_stats import tokens
     from ferrox_stats.archive import usage as rollups
     from ferrox_stats.conf import conf
 
-    call_command("migrate", verbosity=0)
-    settings.FERROX_STATS = {**settings.FERROX_STATS, "PRICES": PRICES, "ROLLUPS": True}
+    aliases = {short_days: "default", long_days: "long_history"}
+    connections.settings["long_history"] = {
+        **connections.settings["default"],
+        "NAME": names[long_days],
+    }
     settings.ALLOWED_HOSTS = ["*"]
+    # The app reads its tables from ARCHIVE_DATABASE: one settings dict per history.
+    settings_of = {
+        history: {
+            **settings.FERROX_STATS,
+            "PRICES": PRICES,
+            "ROLLUPS": True,
+            "ARCHIVE_DATABASE": alias,
+        }
+        for history, alias in aliases.items()
+    }
     pg_major = connection.pg_version // 10000  # type: ignore[attr-defined]
     print(f"{__doc__.splitlines()[0]}\n{platform.python_version()}, PostgreSQL {pg_major}")
     print(
         f"{args.cells} groups per hour, {args.minute_cells} per minute; histories of "
-        f"{args.days} and {10 * args.days} days; the last 30 days asked at hour buckets; "
-        f"{args.rounds} rounds"
+        f"{short_days} and {long_days} days, each in its own database; the last 30 days "
+        f"asked at hour buckets; {args.rounds} rounds, each call asked of both in turn"
     )
-    _, secret = tokens.issue("bench")
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    clients: dict[int, Client] = {}
+    loaded: dict[str, int] = {}
+    for history, alias in aliases.items():
+        settings.FERROX_STATS = settings_of[history]
+        call_command("migrate", database=alias, verbosity=0)
+        if args.loaded:
+            print(f"{history} d: loaded by an earlier run ({names[history]})")
+        else:
+            started = time.perf_counter()
+            loaded[f"{history} d"] = load(urls[history], history, args.cells, args.minute_cells)
+            print(
+                f"{history} d: {loaded[f'{history} d']} rollup rows loaded in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
+        _, secret = tokens.issue(f"bench-{os.getpid()}")
+        clients[history] = Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
     since, until = END - timedelta(days=30), END
     prices = conf.PRICE_BOOK
 
-    def call(**kwargs: Any) -> Callable[[], int]:
-        def run_once() -> int:
-            return len(rollups.usage(since, until, prices=prices, **kwargs).rows)
+    def call(**kwargs: Any) -> Callable[[int], int]:
+        def run_once(history: int) -> int:
+            answer = rollups.usage(since, until, prices=prices, using=aliases[history], **kwargs)
+            return len(answer.rows)
 
         return run_once
 
-    def http(path: str = "v1/usage", **params: str) -> Callable[[], int]:
-        def get() -> int:
-            response = client.get(
+    def http(path: str = "v1/usage", **params: str) -> Callable[[int], int]:
+        def get(history: int) -> int:
+            response = clients[history].get(
                 f"/control/telemetry/{path}",
                 {"since": since.isoformat(), "until": until.isoformat(), **params},
             )
@@ -363,7 +414,7 @@ def run(args: argparse.Namespace, url: str) -> None:
 
         return get
 
-    calls: dict[str, Callable[[], int]] = {
+    calls: dict[str, Callable[[int], int]] = {
         "usage()": call(),
         "usage() by model": call(group_by=["model"]),
         "usage() by key": call(group_by=["key"]),
@@ -383,30 +434,29 @@ def run(args: argparse.Namespace, url: str) -> None:
         "GET v1/usage/top?by=key": http("v1/usage/top", by="key"),
         "GET v1/usage/top?by=model&metric=cost": http("v1/usage/top", by="model", metric="cost"),
     }
-    cap = conf.USAGE_MAX_ROWS
     results: dict[str, dict[str, list[float]]] = {}
     answered: dict[str, int] = {}
-    loaded: dict[str, int] = {}
-    for history in (args.days, 10 * args.days):
-        with connection.cursor() as cursor:
-            cursor.execute("TRUNCATE ferrox_stats_rollup")
-        started = time.perf_counter()
-        label = f"{history} d"
-        loaded[label] = load(url, history, args.cells, args.minute_cells)
-        print(
-            f"{label}: {loaded[label]} rollup rows loaded in {time.perf_counter() - started:.1f} s"
-        )
+    for history in aliases:
+        settings.FERROX_STATS = settings_of[history]
         for name, function in calls.items():
-            answered[name] = function()  # warm, and the size of the answer
-        names = list(calls)
-        for round_ in range(args.rounds):
-            order = names[round_ % len(names) :] + names[: round_ % len(names)]
-            for name in order:
+            answered[name] = function(history)  # warm, and the size of the answer
+    names_in_order = list(calls)
+    for round_ in range(args.rounds):
+        order = names_in_order[round_ % len(calls) :] + names_in_order[: round_ % len(calls)]
+        # Each call asked of both histories back to back, which first alternating by
+        # round: their ratio is not the machine's drift between two phases (a run
+        # that loaded and then asked the long history after the short one once gave
+        # 1.38-1.46x for answers that had not changed).
+        sides = list(aliases) if round_ % 2 == 0 else list(reversed(aliases))
+        for name in order:
+            for history in sides:
+                settings.FERROX_STATS = settings_of[history]
                 started = time.perf_counter()
-                calls[name]()
+                calls[name](history)
                 elapsed = (time.perf_counter() - started) * 1000
-                results.setdefault(name, {}).setdefault(label, []).append(elapsed)
-    short, long = f"{args.days} d", f"{10 * args.days} d"
+                results.setdefault(name, {}).setdefault(f"{history} d", []).append(elapsed)
+    cap = conf.USAGE_MAX_ROWS
+    short, long = f"{short_days} d", f"{long_days} d"
     print(f"\n{'call':42} {'rows':>6} {short:>9} {long:>9}  growth (goal <= {GOAL_GROWTH}x)")
     worst, worst_given, worst_growth = 0.0, 0.0, 0.0
     for name, by_history in results.items():
