@@ -194,6 +194,29 @@ def test_each_hour_is_priced_at_the_price_in_force_and_a_day_sums_its_hours() ->
     ]
 
 
+def test_a_model_name_is_priced_whatever_characters_it_holds() -> None:
+    # PostgreSQL is given the price table as arrays (a literal each, where Django binds
+    # on the client): a name that array syntax would read otherwise must still match.
+    names = ["NULL", 'q"u,o{t}e\\s', "  spaced ", "ünï"]
+    table = {
+        name: [{"from": "2026-01-01T00:00Z", "input": float(n + 1), "output": 0.0}]
+        for n, name in enumerate(names)
+    }
+    archive(
+        *(
+            make_record(at_ms=at(MINUTE), model=name, prompt_tokens=1000, completion_tokens=1)
+            for name in names
+        ),
+        make_record(at_ms=at(MINUTE), model="unpriced", prompt_tokens=1000),
+    )
+    answer = usage(START, START + HOUR, group_by=["model"], prices=priced(table))  # type: ignore[arg-type]
+    got = {row.group["model"]: (row.cost, row.unpriced_requests) for row in answer.rows}
+    assert got == {
+        **{name: (pytest.approx((n + 1) * 1000 / 1e6), 0) for n, name in enumerate(names)},
+        "unpriced": (None, 1),
+    }
+
+
 # A rollup row per answered cell, priced as it is: always tried.
 @example([(5, "a", "k1", 100, 50, 10), (70, "b", None, 10, 5, 0)], "hour", ("model",), True, False)
 @example(

@@ -391,7 +391,22 @@ def _priced_sums(
         cached_rate = price.input if price.cached is None else price.cached
         table += [model, adapt(at_ms_to_datetime(from_ms)), adapt(until)]
         table += [price.input, cached_rate, price.output]
-    rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * (len(table) // 6))
+    if connection.vendor == "postgresql":
+        # Six arrays, one per column: a placeholder per price (a catalogue of 50 models
+        # is 600) cost psycopg a Python step each to split the statement and bind it.
+        priced = (
+            "SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], "
+            "%s::float8[], %s::float8[], %s::float8[]) "
+            "AS v(model, starts, ends, input, cached, output)"
+        )
+        table = [table[column::6] for column in range(6)]
+    else:
+        rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * (len(table) // 6))
+        priced = (
+            f"SELECT column1 AS model, column2 AS starts, column3 AS ends, CAST(column4 AS "
+            f"{real}) AS input, CAST(column5 AS {real}) AS cached, CAST(column6 AS {real}) "
+            f"AS output FROM (VALUES {rows}) AS v"
+        )
     summed = "{}" if cells else "SUM({})"
     counted_columns = [f'r."{name}"' for name in COUNTERS] if counters else []
     selected = [
@@ -402,10 +417,7 @@ def _priced_sums(
         f"CAST({summed.format(unpriced)} AS {integer})",
     ]
     statement = (
-        f"SELECT {', '.join(selected)} FROM ({inner}) AS r LEFT JOIN (SELECT column1 AS "
-        f"model, column2 AS starts, column3 AS ends, CAST(column4 AS {real}) AS input, "
-        f"CAST(column5 AS {real}) AS cached, CAST(column6 AS {real}) AS output "
-        f"FROM (VALUES {rows}) AS v) AS p "
+        f"SELECT {', '.join(selected)} FROM ({inner}) AS r LEFT JOIN ({priced}) AS p "
         f'ON p.model = r."model" AND r."bucket" >= p.starts AND r."bucket" < p.ends'
         + (f" GROUP BY {', '.join(grouped)}" if grouped else "")
     )
