@@ -37,7 +37,9 @@ drift of the machine between two phases:
   ungrouped with all three latencies, by key at day buckets (with latency too), by
   replica with latency, and ``v1/usage/top``.
 
-Printed: each call's median ms on each history, the 10x / 1x ratio (median of
+``--gc-freeze`` freezes the process's objects (``gc.freeze()``) before the rounds, as
+README's "Serving" suggests a host's workers do; without it the collector is Python's
+default. Printed: each call's median ms on each history, the 10x / 1x ratio (median of
 per-round ratios), rows answered, and how many of its timed calls on each history a
 full garbage collection fell in (left on, as in a server: one every few answers of
 thousands of rows, tens of ms; the count says when one moved a median); an answer of
@@ -112,6 +114,11 @@ def arguments() -> argparse.Namespace:
         "--loaded",
         action="store_true",
         help="ask the databases an earlier --keep run left (same --days and --cells)",
+    )
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() the process before the rounds, as a host's worker may",
     )
     args = parser.parse_args()
     defaults = {
@@ -442,6 +449,12 @@ def run(args: argparse.Namespace, names: dict[int, str]) -> None:
         settings.FERROX_STATS = settings_of[history]
         for name, function in calls.items():
             answered[name] = function(history)  # warm, and the size of the answer
+    if args.gc_freeze:
+        # What README's "Serving" suggests a host's worker do once it has loaded the
+        # app: the objects alive now are left out of every later collection.
+        gc.collect()
+        gc.freeze()
+        print(f"gc.freeze(): {gc.get_freeze_count()} objects left out of collections")
     names_in_order = list(calls)
     # Python's full (generation 2) garbage collections, each timed: one falls in an
     # answer every few answers of thousands of rows and costs it tens of ms. Left on,
