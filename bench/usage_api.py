@@ -506,10 +506,10 @@ def report(
     Where the collections fall is the loop's: the same calls in the same order every
     round, so one can land on the same call's same history round after round (a run
     gave 134.5 ms for an answer of 92.5 ms on the other history, 6 of its 11 calls
-    collected in). A server's fall on whichever request is running. So the headlines
-    are the medians of the calls none fell in, and the growth the median ratio of the
-    rounds in which neither history's call had one; the medians of every call and the
-    collections' count and cost are printed beside them."""
+    collected in). A server's fall on whichever request is running. So each call's
+    figure is the median of the calls none fell in, beside the median of every call,
+    and the growth the median ratio of the rounds in which neither history's call had
+    one; the headline's verdict is "met" only when both medians are."""
     short, long = f"{short_days} d", f"{long_days} d"
     print(
         "\nmedian ms of the calls no full garbage collection fell in (of every call); "
@@ -550,7 +550,14 @@ def report(
             f"garbage collection in them, {statistics.median(collected):.1f} ms each "
             f"(median; {min(collected):.1f}-{max(collected):.1f})"
         )
-    verdict = "met" if worst_given <= GOAL_MS else "NOT met"
+    # Met when every call's median is, collections in; "without the collections" names
+    # the host that freezes its workers (README's "Serving"), not a goal met.
+    if worst_every <= GOAL_MS:
+        verdict = "met"
+    elif worst_given <= GOAL_MS:
+        verdict = "met without the collections only, NOT met"
+    else:
+        verdict = "NOT met"
     print(
         f"HEADLINE slowest answer the API gives over 30 days at hour buckets: "
         f"{worst_given:.1f} ms (goal <= {GOAL_MS:.0f} ms): {verdict}; "
