@@ -538,7 +538,7 @@ def report(
             worst_given = max(worst_given, medians[short][0], medians[long][0])
             worst_every = max(worst_every, medians[short][1], medians[long][1])
         gcs = "/".join(str(sum(1 for _, in_it in calls if in_it)) for calls in (a, b))
-        cells = [f"{clean:>6.1f} ({every:>6.1f})" for clean, every in medians.values()]
+        cells = [f"{medians[h][0]:>6.1f} ({medians[h][1]:>6.1f})" for h in (short, long)]
         print(
             f"{name:42} {answered[name]:>6} {cells[0]:>16} {cells[1]:>16}  "
             f"{growth:.2f}x{'' if both_clean else '*'}  {gcs:>5}"
