@@ -407,7 +407,7 @@ def run(args: argparse.Namespace, names: dict[int, str]) -> None:
     def call(**kwargs: Any) -> Callable[[int], int]:
         def run_once(history: int) -> int:
             answer = rollups.usage(since, until, prices=prices, using=aliases[history], **kwargs)
-            return len(answer.rows)
+            return len(answer.cells)
 
         return run_once
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from unittest import mock
@@ -809,3 +810,44 @@ def test_each_answer_reads_the_coarsest_level_that_keeps_what_it_needs() -> None
     assert cached(group_by=["key"], filters={"replica": "r1"}, prices=priced()) == honest(
         replica="r1"
     )
+
+
+def test_an_answer_holds_no_object_per_cell_the_collector_tracks() -> None:
+    # The reason ``Cells`` are columns: thousands of tracked objects per answer reached
+    # the collector's oldest generation and brought on its full collections.
+    costs = {"gpu-a": [{"from": "2026-01-01", "per_hour": 3.0}]}
+    prices = {"a": [{"from": "2026-01-01", "input": 1.0, "output": 2.0}]}
+    archive(
+        *(
+            make_record(
+                at_ms=at(n * 7 * MINUTE),
+                replica=f"gpu-{'ab'[n % 2]}",
+                model="a",
+                aborted=(None, "timeout", "preempted")[n % 3],
+            )
+            for n in range(60)
+        )
+    )
+    answer = usage(
+        START,
+        START + DAY,
+        group_by=["replica"],
+        prices=priced(prices, costs),  # type: ignore[arg-type]
+        latency=["duration"],
+    )
+    cells = answer.cells
+    assert len(cells) >= 8
+    assert any(cells.aborts) and any(cells.cost) and any(cells.replica_cost)
+    assert any(cells.percentiles) or any(cells.tallies)
+    for name in type(cells).__slots__:
+        assert len(getattr(cells, name)) == len(cells), name
+    gc.collect()  # (a tuple is left untracked by the collection that finds it atomic)
+    tracked = {
+        name: sum(map(gc.is_tracked, getattr(cells, name)))
+        for name in type(cells).__slots__
+        if name != "tallies"  # made only where distributions are merged in Python
+    }
+    assert tracked == dict.fromkeys(tracked, 0)
+    # Read as rows, they are the same cells.
+    assert [row.requests for row in answer.rows] == cells.requests
+    assert [tuple(row.group.values()) for row in answer.rows] == cells.group

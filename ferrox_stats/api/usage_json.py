@@ -2,9 +2,10 @@
 
 A 3 600-row answer (30 days by model at hour buckets) spent about 48 ms making the rows'
 dicts (``UsageRow.as_dict``) and 29 ms having DRF encode them (docs/benchmarks.md, "Usage
-API, second pass"): more than the query. ``UsageRenderer`` writes each row into a
+API, second pass"): more than the query. ``UsageRenderer`` writes each cell into a
 template made once per answer (its keys fixed by what the answer groups by and which
-latency it gives), each value as the JSON encoder writes it. The bytes are those
+latency it gives), each value as the JSON encoder writes it, from the answer's columns
+(``archive.usage.Cells``: no object made per cell). The bytes are those
 ``FerroxJSONRenderer`` writes for ``UsageDocument.document()``
 (tests/api/test_usage_json.py holds it to that for arbitrary answers); an indented
 answer (``Accept: application/json; indent=N``), and one holding a number strict JSON
@@ -16,14 +17,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..archive.usage import SUMMARY_KEYS, Usage, UsageRow
+from ..archive.usage import SUMMARY_KEYS, Cells, Usage, UsageRow, summaries
 from ..core.rollup import TIMES
 from .wire import PreparedRenderer
 
 __all__ = ["UsageDocument", "UsageRenderer", "total_dict"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 COUNTERS = tuple(UsageRow(datetime(1970, 1, 1, tzinfo=UTC), {}).as_dict(()))[2:-1]
 """A row's keys after its bucket and groups, before ``latency``: ``UsageRow.as_dict``'s."""
@@ -84,9 +87,10 @@ def _write(
     if data.head:
         parts += [encode(data.head)[1:-1], item]
     labels: dict[str | None, str] = {None: "null"}  # each label's JSON, once per answer
-    for name, rows, bucketed in (("rows", answer.rows, True), ("totals", data.totals, False)):
-        template = _template(answer.group_by, answer.latency, bucketed, encode, separators)
-        written = _rows(rows, template, answer.latency, bucketed, encode, labels, separators)
+    totals = Cells.of_rows(data.totals)
+    for name, cells, bucketed in (("rows", answer.cells, True), ("totals", totals, False)):
+        template = _template(answer.group_by, bucketed, encode, separators)
+        written = _rows(cells, template, answer, bucketed, encode, labels, separators)
         parts += [encode(name), colon, "[", item.join(written), "]", item]
     parts[-1] = "}"
     return "".join(parts)
@@ -94,17 +98,25 @@ def _write(
 
 def _template(
     group_by: Iterable[str],
-    latency: Iterable[str],
     bucketed: bool,
     encode: Callable[[Any], str],
     separators: tuple[str, str],
 ) -> str:
-    """One row's JSON with a ``%s`` for each value, in ``_rows``' order."""
+    """One row's JSON with a ``%s`` for each value, in ``_rows``' order (its latency
+    one value: ``_latency_template``'s)."""
     item, colon = separators
-    keys = [*(["bucket", "bucket_ms"] if bucketed else []), *group_by, *COUNTERS]
+    keys = [*(["bucket", "bucket_ms"] if bucketed else []), *group_by, *COUNTERS, "latency"]
     fields = [encode(key) + colon + "%s" for key in keys]
     if bucketed:  # an ISO 8601 moment is JSON as it is, quoted
         fields[0] = encode("bucket") + colon + '"%s"'
+    return "{" + item.join(fields) + "}"
+
+
+def _latency_template(
+    latency: Iterable[str], encode: Callable[[Any], str], separators: tuple[str, str]
+) -> str:
+    """A row's ``latency`` object with a ``%s`` for each count and percentile."""
+    item, colon = separators
     summaries = [
         encode(f"{name}_s")
         + colon
@@ -113,8 +125,7 @@ def _template(
         + "}"
         for name in latency
     ]
-    fields.append(encode("latency") + colon + "{" + item.join(summaries) + "}")
-    return "{" + item.join(fields) + "}"
+    return "{" + item.join(summaries) + "}"
 
 
 def _aborts(
@@ -123,10 +134,10 @@ def _aborts(
     encode: Callable[[Any], str],
     separators: tuple[str, str],
 ) -> str:
-    """A row's abort reasons as the encoder writes the dict: each reason's JSON and
-    colon made once per answer (``reasons``), its count (an int) as ``str``. Every row
+    """A cell's abort reasons as the encoder writes the dict: each reason's JSON and
+    colon made once per answer (``reasons``), its count (an int) as ``str``. Every cell
     of an answer by replica or model counts some: the encoder's pass over each cost
-    more than the rest of the row's values."""
+    more than the rest of the cell's values."""
     item, colon = separators
     parts = []
     for reason, n in aborts.items():
@@ -142,63 +153,88 @@ def _refused(value: float) -> str:
 
 
 def _rows(
-    rows: list[UsageRow],
+    cells: Cells,
     template: str,
-    latency: tuple[str, ...],
+    answer: Usage,
     bucketed: bool,
     encode: Callable[[Any], str],
     labels: dict[str | None, str],
     separators: tuple[str, str],
 ) -> list[str]:
-    """Each row written into ``template``: its values as the JSON encoder writes them
+    """Each cell written into ``template``: its values as the JSON encoder writes them
     (a number as ``repr``, as ``json`` writes ints and floats; ``_Refused`` for one
-    strict JSON refuses; an abort reason's count, an int, as ``str``)."""
-    # One loop, every value inline: a function call per value cost more than the rest.
+    strict JSON refuses; an abort reason's count, an int, as ``str``), a column at a
+    time, then a row at a time by ``%``."""
     isfinite = math.isfinite
+    columns: list[list[Any]] = []
+    if bucketed:
+        starts: dict[int, str] = {}  # a bucket's groups share its start's JSON
+        for at_s in cells.at_s:
+            if at_s not in starts:
+                starts[at_s] = (_EPOCH + timedelta(seconds=at_s)).isoformat()
+        columns += [[starts[at_s] for at_s in cells.at_s], [at_s * 1000 for at_s in cells.at_s]]
+    written: dict[tuple[str | None, ...], list[str]] = {}  # each group's labels' JSON
+    for group in cells.group:
+        if group not in written:
+            texts = written[group] = []
+            for label in group:
+                text = labels.get(label)
+                if text is None:
+                    text = labels[label] = encode(label)
+                texts.append(text)
+    for at in range(len(answer.group_by)):
+        columns.append([written[group][at] for group in cells.group])
     reasons: dict[str, str] = {}  # each abort reason's JSON key, once per answer
+    columns += [
+        cells.requests,
+        cells.prompt_tokens,
+        cells.completion_tokens,
+        cells.cached_tokens,
+        cells.out_of_range,
+        [
+            _aborts(aborts, reasons, encode, separators) if aborts else "{}"
+            for aborts in cells.aborts
+        ],
+        cells.errors,
+        cells.aborted,
+        [
+            "null" if cost is None else repr(cost) if isfinite(cost) else _refused(cost)
+            for cost in cells.cost
+        ],
+        cells.unpriced_requests,
+        [
+            "null" if cost is None else repr(cost) if isfinite(cost) else _refused(cost)
+            for cost in cells.replica_cost
+        ],
+        _latency(cells, answer.latency, encode, separators),
+    ]
+    return [template % values for values in zip(*columns, strict=True)]
+
+
+def _latency(
+    cells: Cells,
+    latency: tuple[str, ...],
+    encode: Callable[[Any], str],
+    separators: tuple[str, str],
+) -> list[str]:
+    """Each cell's ``latency`` object: the percentiles a merged level stored, as they
+    are, else its distributions' (``summaries``)."""
+    if not latency:
+        return ["{}"] * len(cells)
+    isfinite = math.isfinite
+    template = _latency_template(latency, encode, separators)
     at_in_stored = [TIMES.index(name) for name in latency]
     written = []
-    buckets: dict[datetime, list[Any]] = {}  # a bucket's groups share its start's JSON
-    for row in rows:
-        tally, cost, replica_cost = row.tally, row.cost, row.replica_cost
-        if bucketed:
-            start = buckets.get(row.bucket)
-            if start is None:
-                moment = row.bucket
-                start = buckets[moment] = [moment.isoformat(), int(moment.timestamp()) * 1000]
-            values = start.copy()
-        else:
-            values = []
-        for label in row.group.values():
-            text = labels.get(label)
-            if text is None:
-                text = labels[label] = encode(label)
-            values.append(text)
-        values += (
-            tally.requests,
-            tally.prompt_tokens,
-            tally.completion_tokens,
-            tally.cached_tokens,
-            tally.out_of_range,
-            _aborts(tally.aborts, reasons, encode, separators) if tally.aborts else "{}",
-            row.errors,
-            row.aborted,
-            "null" if cost is None else repr(cost) if isfinite(cost) else _refused(cost),
-            row.unpriced_requests,
-            "null"
-            if replica_cost is None
-            else repr(replica_cost)
-            if isfinite(replica_cost)
-            else _refused(replica_cost),
-        )
-        if latency and row.percentiles:
+    for index, percentiles in enumerate(cells.percentiles):
+        values: list[str] = []
+        if percentiles:
             # Written by ``rollups.percentiles_text`` as compact, strict JSON, a list
             # per ``TIMES`` of numbers alone: each number's text is what json writes.
-            stored = row.percentiles[2:-2].split("],[")
+            stored = percentiles[2:-2].split("],[")
             for at in at_in_stored:
                 values += stored[at].split(",")
-        elif latency:
-            for summary in row.summaries(latency):
+        else:
+            for summary in summaries(cells, index, latency):
                 values += [
                     "null" if value is None else repr(value) if isfinite(value) else _refused(value)
                     for value in summary

@@ -41,8 +41,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import reduce
-from operator import add, attrgetter
+from functools import cached_property, reduce
+from operator import add
 from typing import Any
 
 from django.db import connections
@@ -54,18 +54,21 @@ from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PER_TOKENS, PriceBook
 from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, merge_stored
 from .export import Echo
-from .rollups import ABORT_COLUMNS, COUNTED_LEVELS, COUNTERS, DAY, LEVELS, PERCENTILES
+from .rollups import COUNTED_LEVELS, COUNTERS, DAY, LEVELS, PERCENTILES
 from .rows import at_ms_to_datetime
 
 __all__ = [
     "BUCKETS",
+    "CELL_INTS",
     "DIMENSIONS",
     "PERCENTILES",
     "TOP_METRICS",
+    "Cells",
     "TooManyRows",
     "Usage",
     "UsageRow",
     "csv_lines",
+    "summaries",
     "top",
     "usage",
 ]
@@ -91,9 +94,8 @@ class UsageRow(Tally):
     """One bucket of one group, and its sums (a ``core.rollup.Tally``, times in
     seconds; ``tally`` is the row itself): ``group`` holds the grouped dimensions'
     values (``None`` for a record that had none), ``errors`` and ``aborted`` the
-    requests of those outcomes. One object, not a row holding a tally: an answer's
-    thousands of rows are half as many objects for the garbage collector to walk (its
-    full collections, 50-77 ms each, came every three or four answers of 3 600 rows)."""
+    requests of those outcomes. What ``Usage.rows`` and ``Usage.totals`` give; an
+    answer holds its cells as ``Cells`` (columns), and makes its rows when read."""
 
     __slots__ = ("bucket", "cost", "group", "percentiles", "replica_cost", "unpriced_requests")
 
@@ -140,15 +142,7 @@ class UsageRow(Tally):
     def summaries(self, names: Iterable[str] = TIMES) -> list[tuple[float | int | None, ...]]:
         """Per distribution of ``names``: how many values, then its ``PERCENTILES`` in
         seconds (``None`` when it holds none)."""
-        stored = json.loads(self.percentiles) if self.percentiles else None
-        result: list[tuple[float | int | None, ...]] = []
-        for name in names:
-            if stored is not None:
-                result.append(tuple(stored[_TIME_AT[name]]))
-            else:
-                distribution = getattr(self.tally, name)
-                result.append((distribution.count, *distribution.quantiles(PERCENTILES)))
-        return result
+        return _summaries(self.percentiles, self, names)
 
     def latency(self, names: Iterable[str] = TIMES) -> dict[str, dict[str, float | int | None]]:
         """Per distribution of ``names`` (as ``duration_s``, ``ttft_s``, ``tpot_s``): how
@@ -176,6 +170,29 @@ class UsageRow(Tally):
         }
 
 
+def _summaries(
+    percentiles: str | None, tally: Tally | None, names: Iterable[str]
+) -> list[tuple[float | int | None, ...]]:
+    """``UsageRow.summaries`` of a cell: its stored ``percentiles`` if any, else its
+    ``tally``'s distributions (None: empty)."""
+    stored = json.loads(percentiles) if percentiles else None
+    result: list[tuple[float | int | None, ...]] = []
+    for name in names:
+        if stored is not None:
+            result.append(tuple(stored[_TIME_AT[name]]))
+        else:
+            distribution = getattr(tally or Tally(), name)
+            result.append((distribution.count, *distribution.quantiles(PERCENTILES)))
+    return result
+
+
+def summaries(
+    cells: Cells, index: int, names: Iterable[str] = TIMES
+) -> list[tuple[float | int | None, ...]]:
+    """``UsageRow.summaries`` of cell ``index``."""
+    return _summaries(cells.percentiles[index], cells.tallies[index], names)
+
+
 def _plus(a: float | None, b: float | None) -> float | None:
     """A sum where None is "nothing priced", not 0."""
     if a is None:
@@ -183,15 +200,138 @@ def _plus(a: float | None, b: float | None) -> float | None:
     return a if b is None else a + b
 
 
+CELL_INTS = (
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "out_of_range",
+    "errors",
+    "aborted",
+    "unpriced_requests",
+)
+"""A cell's integer sums: ``Cells``' columns of ints, ``UsageRow``'s attributes."""
+_CELL_COSTS = ("cost", "replica_cost")
+
+
+class Cells:
+    """An answer's cells as columns: a list per value, a cell's index the same in each
+    (``at_s`` its bucket's start in epoch seconds, ``group`` its labels in the order
+    grouped by, ``aborts`` its abort reasons or None, ``percentiles`` the text a merged
+    level stored or None, ``tallies`` the distributions merged in Python or None).
+
+    Not an object per cell: an answer of 3 600 cells made 3 600 objects the garbage
+    collector tracks; they outlived two collections, so reached its oldest
+    generation, which Python collects whole once it has grown by a quarter. About one
+    answer in seven paid a full collection of the process, 40-70 ms (docs/benchmarks.md,
+    "Usage API, seventh pass"). A list is one tracked object however long, and the
+    ints, floats, strings, None and dicts of counts it holds are not tracked at all."""
+
+    __slots__ = ("at_s", "group", *CELL_INTS, "aborts", *_CELL_COSTS, "percentiles", "tallies")
+
+    def __init__(self) -> None:
+        self.at_s: list[int] = []
+        self.group: list[tuple[str | None, ...]] = []
+        # CELL_INTS:
+        self.requests: list[int] = []
+        self.prompt_tokens: list[int] = []
+        self.completion_tokens: list[int] = []
+        self.cached_tokens: list[int] = []
+        self.out_of_range: list[int] = []
+        self.errors: list[int] = []
+        self.aborted: list[int] = []
+        self.unpriced_requests: list[int] = []
+        self.aborts: list[dict[str, int] | None] = []
+        self.cost: list[float | None] = []
+        self.replica_cost: list[float | None] = []
+        self.percentiles: list[str | None] = []
+        self.tallies: list[Tally | None] = []
+
+    def __len__(self) -> int:
+        return len(self.at_s)
+
+    def add(self, at_s: int, group: tuple[str | None, ...]) -> int:
+        """A new cell, empty: its index."""
+        # Each column by name (a loop of getattr was a third of an answer's cells' cost).
+        self.at_s.append(at_s)
+        self.group.append(group)
+        self.requests.append(0)
+        self.prompt_tokens.append(0)
+        self.completion_tokens.append(0)
+        self.cached_tokens.append(0)
+        self.out_of_range.append(0)
+        self.errors.append(0)
+        self.aborted.append(0)
+        self.unpriced_requests.append(0)
+        self.aborts.append(None)
+        self.cost.append(None)
+        self.replica_cost.append(None)
+        self.percentiles.append(None)
+        self.tallies.append(None)
+        return len(self.at_s) - 1
+
+    def reasons(self, at: int) -> dict[str, int]:
+        """Cell ``at``'s abort reasons, to count into."""
+        aborts = self.aborts[at]
+        if aborts is None:
+            aborts = self.aborts[at] = {}
+        return aborts
+
+    def tally(self, at: int) -> Tally:
+        """Cell ``at``'s distributions, to merge into (its counters are the columns')."""
+        tally = self.tallies[at]
+        if tally is None:
+            tally = self.tallies[at] = Tally()
+        return tally
+
+    def ordered(self, order: list[int]) -> Cells:
+        """The cells in ``order`` (their indices)."""
+        ordered = Cells()
+        for name in Cells.__slots__:
+            column = getattr(self, name)
+            setattr(ordered, name, [column[at] for at in order])
+        return ordered
+
+    def row(self, at: int, group_by: Iterable[str], moment: datetime | None = None) -> UsageRow:
+        """Cell ``at`` as a ``UsageRow`` (at ``moment`` if given, else its bucket)."""
+        if moment is None:
+            moment = _EPOCH + timedelta(seconds=self.at_s[at])
+        row = UsageRow(moment, dict(zip(group_by, self.group[at], strict=True)))
+        for name in (*CELL_INTS, *_CELL_COSTS, "percentiles"):
+            setattr(row, name, getattr(self, name)[at])
+        row.aborts = dict(self.aborts[at] or {})
+        tally = self.tallies[at]
+        if tally is not None:
+            for name in TIMES:
+                distribution = getattr(tally, f"_{name}", None)  # (only those it made)
+                if distribution is not None:
+                    setattr(row, name, distribution)
+        return row
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[UsageRow]) -> Cells:
+        """``rows`` as cells (each row's distributions shared, not copied)."""
+        cells = cls()
+        for row in rows:
+            at = cells.add(_seconds(row.bucket), tuple(row.group.values()))
+            for name in (*CELL_INTS, *_CELL_COSTS, "percentiles"):
+                getattr(cells, name)[at] = getattr(row, name)
+            cells.aborts[at] = dict(row.aborts) if row.aborts else None
+            if any(getattr(row, f"_{name}", None) is not None for name in TIMES):
+                cells.tallies[at] = row
+        return cells
+
+
 @dataclass
 class Usage:
-    """A usage answer: the whole buckets ``[since, until)`` it covers, ordered rows."""
+    """A usage answer: the whole buckets ``[since, until)`` it covers, its ``cells``
+    in order (by bucket, then group), read as ``UsageRow``s from ``rows``."""
 
     since: datetime
     until: datetime
     bucket: str
     group_by: tuple[str, ...]
-    rows: list[UsageRow]
+    cells: Cells
     relative_error: float = RELATIVE_ERROR
     # Whether ``replica_cost`` was computed (grouped and filtered by replica at most).
     replica_costed: bool = False
@@ -201,56 +341,76 @@ class Usage:
     # read them so (the rows give stored percentiles, not distributions to merge).
     latency_totals: dict[tuple[str | None, ...], Tally] | None = None
 
+    @cached_property
+    def rows(self) -> list[UsageRow]:
+        """The cells as rows, made when first read (an object each: the JSON and CSV
+        answers write the cells instead)."""
+        moments: dict[int, datetime] = {}
+        rows = []
+        for at, at_s in enumerate(self.cells.at_s):
+            moment = moments.get(at_s)
+            if moment is None:  # a bucket's groups share its datetime
+                moment = moments[at_s] = _EPOCH + timedelta(seconds=at_s)
+            rows.append(self.cells.row(at, self.group_by, moment))
+        return rows
+
     def totals(self) -> list[UsageRow]:
-        """Per group, its rows summed over the whole range (``bucket`` is ``since``),
-        in the rows' group order: what ``UsageRow.add_row`` of each row in turn gives,
+        """Per group, its cells summed over the whole range (``bucket`` is ``since``),
+        in the cells' group order: what ``UsageRow.add_row`` of each row in turn gives,
         summed a column at a time (C-level passes; per row it cost more than the sums).
         Their ``latency`` distributions are ``latency_totals``' where ``usage`` read
-        those, else the rows' merged (the others stay empty, as in the rows)."""
-        members: dict[tuple[str | None, ...], list[UsageRow]] = {}
-        for row in self.rows:
-            key = tuple(row.group.values())
-            rows = members.get(key)
-            if rows is None:
-                members[key] = [row]
+        those, else the cells' merged (the others stay empty, as in the rows)."""
+        members: dict[tuple[str | None, ...], list[int]] = {}
+        for at, group in enumerate(self.cells.group):
+            indices = members.get(group)
+            if indices is None:
+                members[group] = [at]
             else:
-                rows.append(row)
+                indices.append(at)
         merged = self.latency if self.latency_totals is None else ()
-        totals = {key: _summed(self.since, rows, merged) for key, rows in members.items()}
-        for key, tally in (self.latency_totals or {}).items():
-            if key in totals:
+        totals = {
+            group: _summed(self.since, self.group_by, self.cells, indices, merged)
+            for group, indices in members.items()
+        }
+        for group, tally in (self.latency_totals or {}).items():
+            if group in totals:
                 for name in self.latency:
-                    setattr(totals[key], name, getattr(tally, name))
-        return [totals[key] for key in sorted(totals, key=_group_order)]
+                    setattr(totals[group], name, getattr(tally, name))
+        return [totals[group] for group in sorted(totals, key=_group_order)]
 
 
-# A row's integer sums: a rollup's counters but the known abort reasons (in ``aborts``).
-_INT_COLUMNS = (*COUNTERS[: -len(ABORT_COLUMNS)], "unpriced_requests")
-_ROW_COSTS = ("cost", "replica_cost")
-
-
-def _summed(since: datetime, rows: list[UsageRow], distributions: tuple[str, ...]) -> UsageRow:
-    """``rows`` (one group's) summed into one row at ``since``, as ``add_row`` of each
-    in turn: integers by ``sum``, costs added in the rows' order (``None`` while none
-    had one), abort reasons and the ``distributions`` merged in order."""
-    total = UsageRow(since, dict(rows[0].group))
-    for name in _INT_COLUMNS:
-        setattr(total, name, sum(map(attrgetter(name), rows)))
-    for name in _ROW_COSTS:
-        costs = [cost for cost in map(attrgetter(name), rows) if cost is not None]
+def _summed(
+    since: datetime,
+    group_by: tuple[str, ...],
+    cells: Cells,
+    indices: list[int],
+    distributions: tuple[str, ...],
+) -> UsageRow:
+    """The cells ``indices`` (one group's) summed into one row at ``since``, as
+    ``add_row`` of each in turn: integers by ``sum``, costs added in the cells' order
+    (``None`` while none had one), abort reasons and the ``distributions`` merged in
+    order."""
+    total = UsageRow(since, dict(zip(group_by, cells.group[indices[0]], strict=True)))
+    for name in CELL_INTS:
+        setattr(total, name, sum(map(getattr(cells, name).__getitem__, indices)))
+    for name in _CELL_COSTS:
+        values = map(getattr(cells, name).__getitem__, indices)
+        costs = [cost for cost in values if cost is not None]
         # reduce, not sum: the same additions in the same order as add_row (sum
         # compensates for rounding from Python 3.12 on).
         setattr(total, name, reduce(add, costs) if costs else None)
     aborts = total.aborts
-    for row in rows:
-        if row.aborts:
-            for reason, n in row.aborts.items():
+    for reasons in map(cells.aborts.__getitem__, indices):
+        if reasons:
+            for reason, n in reasons.items():
                 aborts[reason] = aborts.get(reason, 0) + n
     for name in distributions:
         into = getattr(total, name)
-        for distribution in map(attrgetter(name), rows):
-            if distribution.count:
-                into.merge(distribution)
+        for tally in map(cells.tallies.__getitem__, indices):
+            if tally is not None:
+                distribution = getattr(tally, name)
+                if distribution.count:
+                    into.merge(distribution)
     return total
 
 
@@ -566,24 +726,21 @@ def usage(
     at = "at_s" if epoch is not None else "bucket"
     seconds = _int if epoch is not None else _seconds
     first = int((start - _EPOCH).total_seconds())
-    cells: dict[tuple[int, tuple[str | None, ...]], UsageRow] = {}
-    moments: dict[int, datetime] = {}
-    groups: dict[tuple[str | None, ...], dict[str, str | None]] = {}
+    table = Cells()
+    cells: dict[tuple[int, tuple[str | None, ...]], int] = {}  # (bucket, group) -> index
 
-    def cell(at_s: int, group: tuple[str | None, ...]) -> UsageRow:
+    def cell(at_s: int, group: tuple[str | None, ...]) -> int:
         key = (at_s - (at_s - first) % width if per_bucket else first, group)
-        row = cells.get(key)
-        if row is None:
+        at = cells.get(key)
+        if at is None:
             if max_rows is not None and len(cells) >= max_rows:
                 raise TooManyRows(len(cells) + 1, max_rows)
-            moment = moments.get(key[0])
-            if moment is None:  # a bucket's groups share its datetime
-                moment = moments[key[0]] = _EPOCH + timedelta(seconds=key[0])
-            labels = groups.get(group)
-            if labels is None:  # each cell its own copy of its group's (a few groups)
-                labels = groups[group] = dict(zip(grouped, group, strict=True))
-            row = cells[key] = UsageRow(moment, labels.copy())
-        return row
+            at = cells[key] = table.add(*key)
+        return at
+
+    def merged(at_s: int, group: tuple[str | None, ...]) -> Tally:
+        # The cell's distributions, to merge into.
+        return table.tally(cell(at_s, group))
 
     by_model, by_replica = prices.prices_tokens, replica_costed
     # How the database keys the sums in time (the answer's buckets where it can, so
@@ -657,47 +814,55 @@ def usage(
             summed = summed.values_list(*timed, *keys, *sums)
         summed = _fetch(summed, raw=epoch is not None)
     summed_at = lead + len(keys)
+    # The columns, named once (a cell is an index into each: ``Cells``).
+    requests_in, prompt_in = table.requests, table.prompt_tokens
+    completion_in, cached_in, out_of_range_in = (
+        table.completion_tokens,
+        table.cached_tokens,
+        table.out_of_range,
+    )
+    errors_in, aborted_in, unpriced_in = table.errors, table.aborted, table.unpriced_requests
+    cost_in, replica_cost_in = table.cost, table.replica_cost
     for values in summed:
         at_s = at_of(values[0]) if lead else first
-        row = cell(at_s, values[lead : lead + n])
+        index = cell(at_s, values[lead : lead + n])
         requests, prompt, completion, cached, out_of_range, errors, aborted, *known = values[
             summed_at : summed_at + len(_SUMMED)
         ]
-        tally = row.tally
         if aborted:
-            aborts = tally.aborts
+            aborts = table.reasons(index)
             for reason, count in zip(KNOWN_ABORTS, known, strict=True):
                 if count:
                     aborts[reason] = aborts.get(reason, 0) + count
-        tally.requests += requests
-        tally.prompt_tokens += prompt
-        tally.completion_tokens += completion
-        tally.cached_tokens += cached
-        tally.out_of_range += out_of_range
-        row.errors += errors
-        row.aborted += aborted
+        requests_in[index] += requests
+        prompt_in[index] += prompt
+        completion_in[index] += completion
+        cached_in[index] += cached
+        out_of_range_in[index] += out_of_range
+        errors_in[index] += errors
+        aborted_in[index] += aborted
         if priced_with_counters:
             cost, unpriced = values[-2:]
             if cost is not None:
-                row.cost = cost if row.cost is None else row.cost + cost
-            row.unpriced_requests += unpriced
+                cost_in[index] = _plus(cost_in[index], cost)
+            unpriced_in[index] += unpriced
         elif not by_model:
-            row.unpriced_requests += requests
+            unpriced_in[index] += requests
         if by_replica and (values[replica_at], at_s) not in replica_buckets:
             replica_buckets.add((values[replica_at], at_s))
             hourly = prices.hourly(values[replica_at], (at_s - at_s % 3600) * 1000)
             if hourly is not None:
-                row.replica_cost = _plus(row.replica_cost, hourly * share)
+                replica_cost_in[index] = _plus(replica_cost_in[index], hourly * share)
     if costed_apart:
         costed = rows.filter(spans_of(priced_level, True, by_replica), level=priced_level)
         # (grouped by the stored bucket: a database ``_priced_sums`` has SQL for)
         costs = _priced_sums(costed.order_by(), timed, keys, prices, counters=False)
         for values in costs:
-            row = cell(at_of(values[0]), values[1 : 1 + n])
+            index = cell(at_of(values[0]), values[1 : 1 + n])
             cost, unpriced = values[-2:]
             if cost is not None:
-                row.cost = cost if row.cost is None else row.cost + cost
-            row.unpriced_requests += unpriced
+                cost_in[index] = _plus(cost_in[index], cost)
+            unpriced_in[index] += unpriced
     # 2. Other abort reasons than the known ones (summed above), from the rows that
     # have any (rare: an engine's own reasons, reported through ingest; the partial
     # index ``ferrox_rollup_level_aborts`` holds those rows alone): summed by the
@@ -714,7 +879,7 @@ def usage(
         reason_sums = _abort_sums_in_python(_fetch(texts, raw=epoch is not None), lead + n)
     for values in reason_sums:
         at_s = at_of(values[0]) if lead else first
-        aborts = cell(at_s, values[lead : lead + n]).tally.aborts
+        aborts = table.reasons(cell(at_s, values[lead : lead + n]))
         reason, count = values[-2], values[-1]
         aborts[reason] = aborts.get(reason, 0) + count
     # 3. The latency distributions asked for. A merged level's row per cell stored
@@ -725,21 +890,22 @@ def usage(
     latency_totals = None
     if distributions and grouped_level > 0 and span_of(grouped_level) == width >= 3600:
         if per_bucket:
-            unstored = []
+            unstored = False
             for values in _fetch(
                 rows.order_by().values_list(at, *columns, "percentiles"), raw=epoch is not None
             ):
                 # A row per cell, at the cell's own bucket (the span is the width): most
                 # cells are the counters' already.
                 at_s, group = seconds(values[0]), values[1 : 1 + n]
-                row = cells.get((at_s, group)) or cell(at_s, group)
+                found = cells.get((at_s, group))
                 if values[-1]:
-                    row.percentiles = values[-1]
+                    index = cell(at_s, group) if found is None else found
+                    table.percentiles[index] = values[-1]
                 else:
-                    unstored.append(row)  # written before migration 0017
+                    unstored = True  # written before migration 0017
             if unstored:
                 _merge_into(
-                    rows.filter(percentiles=""), at, columns, distributions, cell, seconds, epoch
+                    rows.filter(percentiles=""), at, columns, distributions, merged, seconds, epoch
                 )
         latency_totals = _merged_over(
             labelled.filter(level=grouped_level), start, end, columns, distributions
@@ -747,19 +913,19 @@ def usage(
         if not per_bucket:
             for group, tally in latency_totals.items():
                 for name in distributions:
-                    setattr(cell(first, group).tally, name, getattr(tally, name))
+                    setattr(merged(first, group), name, getattr(tally, name))
             latency_totals = None
     elif distributions:
-        _merge_into(rows, at, columns, distributions, cell, seconds, epoch)
+        _merge_into(rows, at, columns, distributions, merged, seconds, epoch)
     # Each group's sort key made once (a few groups, thousands of cells).
     group_order = {group: _group_order(group) for group in {group for _, group in cells}}
-    ordered = [cells[key] for key in sorted(cells, key=lambda k: (k[0], group_order[k[1]]))]
+    order = sorted(cells, key=lambda k: (k[0], group_order[k[1]]))
     return Usage(
         start,
         end,
         bucket,
         grouped,
-        ordered,
+        table.ordered([cells[key] for key in order]),
         replica_costed=replica_costed,
         latency=distributions,
         latency_totals=latency_totals,
@@ -771,15 +937,16 @@ def _merge_into(
     at: str,
     columns: list[str],
     distributions: tuple[str, ...],
-    cell: Callable[[int, tuple[str | None, ...]], UsageRow],
+    merged: Callable[[int, tuple[str | None, ...]], Tally],
     seconds: Callable[[Any], int],
     epoch: str | None,
 ) -> None:
-    """Merge the ``distributions`` of ``rows`` into their cells, row by row."""
+    """Merge the ``distributions`` of ``rows`` into their cells' (``merged`` gives a
+    cell's), row by row."""
     n = len(columns)
     texts = rows.order_by().values_list(at, *columns, *distributions)
     for values in _fetch(texts, raw=epoch is not None):
-        tally = cell(seconds(values[0]), values[1 : 1 + n]).tally
+        tally = merged(seconds(values[0]), values[1 : 1 + n])
         for name, text in zip(distributions, values[1 + n :], strict=True):
             merge_stored(getattr(tally, name), text)
 
@@ -900,29 +1067,32 @@ def csv_columns(group_by: Iterable[str], latency: Iterable[str] = TIMES) -> list
 
 
 def csv_lines(answer: Usage) -> Iterator[str]:
-    """The answer's rows as CSV, a header first: empty for None, the abort reasons as
+    """The answer's cells as CSV, a header first: empty for None, the abort reasons as
     compact JSON, floats in their shortest round-trip form."""
     writer = csv.writer(Echo())
     yield writer.writerow(csv_columns(answer.group_by, answer.latency))
-    for row in answer.rows:
-        tally = row.tally
-        cells: list[Any] = [
-            row.bucket.isoformat(),
-            epoch_ms(row.bucket),
-            *row.group.values(),
+    cells = answer.cells
+    moments: dict[int, tuple[str, int]] = {}  # a bucket's groups share its start's text
+    for at_s in cells.at_s:
+        if at_s not in moments:
+            moments[at_s] = ((_EPOCH + timedelta(seconds=at_s)).isoformat(), at_s * 1000)
+    for index, at_s in enumerate(cells.at_s):
+        values: list[Any] = [
+            *moments[at_s],
+            *cells.group[index],
             # CSV_COUNTERS, in its order:
-            tally.requests,
-            tally.prompt_tokens,
-            tally.completion_tokens,
-            tally.cached_tokens,
-            tally.out_of_range,
-            row.errors,
-            row.aborted,
-            json.dumps(tally.aborts, sort_keys=True),
-            row.cost,
-            row.unpriced_requests,
-            row.replica_cost,
+            cells.requests[index],
+            cells.prompt_tokens[index],
+            cells.completion_tokens[index],
+            cells.cached_tokens[index],
+            cells.out_of_range[index],
+            cells.errors[index],
+            cells.aborted[index],
+            json.dumps(cells.aborts[index] or {}, sort_keys=True),
+            cells.cost[index],
+            cells.unpriced_requests[index],
+            cells.replica_cost[index],
         ]
-        for summary in row.summaries(answer.latency):
-            cells.extend(summary)
-        yield writer.writerow(["" if value is None else value for value in cells])
+        for summary in summaries(cells, index, answer.latency):
+            values.extend(summary)
+        yield writer.writerow(["" if value is None else value for value in values])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ferrox_stats.api.base import FerroxJSONRenderer
 from ferrox_stats.api.usage_json import UsageDocument, UsageRenderer
 from ferrox_stats.archive.rollups import percentiles_text
-from ferrox_stats.archive.usage import DIMENSIONS, Usage, UsageRow
+from ferrox_stats.archive.usage import DIMENSIONS, Cells, Usage, UsageRow
 from ferrox_stats.core.rollup import TIMES, Tally
 from tests.api.test_wire import outcome
 
@@ -52,7 +52,9 @@ def answers(draw: Any) -> tuple[Usage, list[UsageRow]]:
             for name in latency:
                 getattr(tally, name).add_many(draw(st.lists(durations, max_size=4)))
         rows.append(row)
-    answer = Usage(START, START + timedelta(days=2), "hour", group_by, rows, latency=latency)
+    answer = Usage(
+        START, START + timedelta(days=2), "hour", group_by, Cells.of_rows(rows), latency=latency
+    )
     return answer, answer.totals()
 
 
@@ -79,7 +81,8 @@ def test_an_answer_is_the_bytes_drf_writes_for_its_dicts(
 
 def test_an_indented_answer_and_any_other_data_take_drfs_path() -> None:
     row = UsageRow(START, {"model": "m"})
-    document = UsageDocument(HEAD, Usage(START, START, "hour", ("model",), [row]), [row])
+    answer = Usage(START, START, "hour", ("model",), Cells.of_rows([row]))
+    document = UsageDocument(HEAD, answer, [row])
     indented = "application/json; indent=2"
     assert ours(document, indented) == drf(document, indented)
     assert b'\n  "rows"' in ours(document, indented)
@@ -95,9 +98,13 @@ def test_totals_are_each_groups_rows_added_in_turn(
     # that must give: the same integers, the same float additions in the same order
     # (NaN and the infinities included), abort reasons and distributions. Rows share
     # groups here (each takes an earlier row's, or keeps its own).
-    usage = answer[0]
-    for at, row in enumerate(usage.rows):
-        row.group = dict(usage.rows[data.draw(st.integers(0, at))].group)
+    drawn = answer[0]
+    rows = drawn.rows
+    for at, row in enumerate(rows):
+        row.group = dict(rows[data.draw(st.integers(0, at))].group)
+    usage = Usage(
+        drawn.since, drawn.until, "hour", drawn.group_by, Cells.of_rows(rows), latency=drawn.latency
+    )
     totals = usage.totals()
     want: dict[tuple[str | None, ...], UsageRow] = {}
     for row in usage.rows:
