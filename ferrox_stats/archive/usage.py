@@ -814,45 +814,64 @@ def usage(
             summed = summed.values_list(*timed, *keys, *sums)
         summed = _fetch(summed, raw=epoch is not None)
     summed_at = lead + len(keys)
-    # The columns, named once (a cell is an index into each: ``Cells``).
-    requests_in, prompt_in = table.requests, table.prompt_tokens
-    completion_in, cached_in, out_of_range_in = (
-        table.completion_tokens,
-        table.cached_tokens,
-        table.out_of_range,
-    )
-    errors_in, aborted_in, unpriced_in = table.errors, table.aborted, table.unpriced_requests
-    cost_in, replica_cost_in = table.cost, table.replica_cost
-    for values in summed:
-        at_s = at_of(values[0]) if lead else first
-        index = cell(at_s, values[lead : lead + n])
-        requests, prompt, completion, cached, out_of_range, errors, aborted, *known = values[
-            summed_at : summed_at + len(_SUMMED)
-        ]
-        if aborted:
-            aborts = table.reasons(index)
-            for reason, count in zip(KNOWN_ABORTS, known, strict=True):
-                if count:
-                    aborts[reason] = aborts.get(reason, 0) + count
-        requests_in[index] += requests
-        prompt_in[index] += prompt
-        completion_in[index] += completion
-        cached_in[index] += cached
-        out_of_range_in[index] += out_of_range
-        errors_in[index] += errors
-        aborted_in[index] += aborted
-        if priced_with_counters:
-            cost, unpriced = values[-2:]
-            if cost is not None:
-                cost_in[index] = _plus(cost_in[index], cost)
-            unpriced_in[index] += unpriced
-        elif not by_model:
-            unpriced_in[index] += requests
-        if by_replica and (values[replica_at], at_s) not in replica_buckets:
-            replica_buckets.add((values[replica_at], at_s))
-            hourly = prices.hourly(values[replica_at], (at_s - at_s % 3600) * 1000)
+    cost_in, unpriced_in, replica_cost_in = table.cost, table.unpriced_requests, table.replica_cost
+
+    def replica_hour(index: int, replica: str | None, at_s: int) -> None:
+        # The replica's hourly cost for the rollup bucket at ``at_s``, once per replica
+        # and bucket, however many groups it holds.
+        if (replica, at_s) not in replica_buckets:
+            replica_buckets.add((replica, at_s))
+            hourly = prices.hourly(replica, (at_s - at_s % 3600) * 1000)
             if hourly is not None:
                 replica_cost_in[index] = _plus(replica_cost_in[index], hourly * share)
+
+    if row_per_cell and per_bucket and width <= 3600 and set(keys) == set(columns):
+        # Each row is a cell of its own at its own bucket (keyed by the answer's groups
+        # alone, not a replica's costed too): the columns are the rows' (transposed in
+        # C), not built a cell at a time.
+        if max_rows is not None and len(summed) > max_rows:
+            raise TooManyRows(max_rows + 1, max_rows)
+        _fill(table, summed, lead, n, summed_at, priced_with_counters, unpriced=not by_model)
+        cells.update(zip(zip(table.at_s, table.group, strict=True), range(len(table)), strict=True))
+        if by_replica:
+            for index, values in enumerate(summed):
+                replica_hour(index, values[replica_at], table.at_s[index])
+    else:
+        # The columns, named once (a cell is an index into each: ``Cells``).
+        requests_in, prompt_in = table.requests, table.prompt_tokens
+        completion_in, cached_in, out_of_range_in = (
+            table.completion_tokens,
+            table.cached_tokens,
+            table.out_of_range,
+        )
+        errors_in, aborted_in = table.errors, table.aborted
+        for values in summed:
+            at_s = at_of(values[0]) if lead else first
+            index = cell(at_s, values[lead : lead + n])
+            requests, prompt, completion, cached, out_of_range, errors, aborted, *known = values[
+                summed_at : summed_at + len(_SUMMED)
+            ]
+            if aborted:
+                aborts = table.reasons(index)
+                for reason, count in zip(KNOWN_ABORTS, known, strict=True):
+                    if count:
+                        aborts[reason] = aborts.get(reason, 0) + count
+            requests_in[index] += requests
+            prompt_in[index] += prompt
+            completion_in[index] += completion
+            cached_in[index] += cached
+            out_of_range_in[index] += out_of_range
+            errors_in[index] += errors
+            aborted_in[index] += aborted
+            if priced_with_counters:
+                cost, unpriced = values[-2:]
+                if cost is not None:
+                    cost_in[index] = _plus(cost_in[index], cost)
+                unpriced_in[index] += unpriced
+            elif not by_model:
+                unpriced_in[index] += requests
+            if by_replica:
+                replica_hour(index, values[replica_at], at_s)
     if costed_apart:
         costed = rows.filter(spans_of(priced_level, True, by_replica), level=priced_level)
         # (grouped by the stored bucket: a database ``_priced_sums`` has SQL for)
@@ -917,19 +936,67 @@ def usage(
             latency_totals = None
     elif distributions:
         _merge_into(rows, at, columns, distributions, merged, seconds, epoch)
-    # Each group's sort key made once (a few groups, thousands of cells).
-    group_order = {group: _group_order(group) for group in {group for _, group in cells}}
-    order = sorted(cells, key=lambda k: (k[0], group_order[k[1]]))
+    # Each group ranked once (a few groups, thousands of cells), each cell's place in
+    # the answer an int: by bucket, then by its group's rank.
+    ranked = sorted(set(table.group), key=_group_order)
+    rank = {group: at for at, group in enumerate(ranked)}
+    at_groups = zip(table.at_s, table.group, strict=True)
+    places = [at_s * len(rank) + rank[group] for at_s, group in at_groups]
     return Usage(
         start,
         end,
         bucket,
         grouped,
-        table.ordered([cells[key] for key in order]),
+        table.ordered(sorted(range(len(table)), key=places.__getitem__)),
         replica_costed=replica_costed,
         latency=distributions,
         latency_totals=latency_totals,
     )
+
+
+def _fill(
+    table: Cells,
+    rows: list[tuple[Any, ...]],
+    lead: int,
+    n: int,
+    summed_at: int,
+    priced: bool,
+    *,
+    unpriced: bool,
+) -> None:
+    """Add ``rows`` to the empty ``table``, a cell each, as ``usage``'s loop of sums
+    would: the epoch second, then ``n`` labels from ``lead`` on, the ``_SUMMED`` from
+    ``summed_at`` on, and, where ``priced``, the cost and the unpriced requests last;
+    else every request ``unpriced`` or none."""
+    if not rows:
+        return
+    columns = list(zip(*rows, strict=True))
+    table.at_s += map(int, columns[0])
+    table.group += zip(*columns[lead : lead + n], strict=True) if n else [()] * len(rows)
+    requests, prompt, completion, cached, out_of_range, errors, aborted, *known = columns[
+        summed_at : summed_at + len(_SUMMED)
+    ]
+    table.requests += requests
+    table.prompt_tokens += prompt
+    table.completion_tokens += completion
+    table.cached_tokens += cached
+    table.out_of_range += out_of_range
+    table.errors += errors
+    table.aborted += aborted
+    table.aborts += (
+        {reason: count for reason, count in zip(KNOWN_ABORTS, counts, strict=True) if count}
+        if any_aborted
+        else None
+        for any_aborted, counts in zip(aborted, zip(*known, strict=True), strict=True)
+    )
+    if priced:
+        table.cost += columns[-2]
+        table.unpriced_requests += columns[-1]
+    else:
+        table.cost += [None] * len(rows)
+        table.unpriced_requests += requests if unpriced else [0] * len(rows)
+    for column in (table.replica_cost, table.percentiles, table.tallies):
+        column += [None] * len(rows)
 
 
 def _merge_into(
