@@ -37,12 +37,13 @@ drift of the machine between two phases:
   ungrouped with all three latencies, by key at day buckets (with latency too), by
   replica with latency, and ``v1/usage/top``.
 
-``--gc-freeze`` freezes the process's objects (``gc.freeze()``) before the rounds, as
-README's "Serving" suggests a host's workers do; without it the collector is Python's
-default. Printed: each call's median ms on each history, the 10x / 1x ratio (median of
+``--gc-freeze`` freezes the process's objects (``gc.freeze()``) before the rounds, as a
+host's workers may (README's "Serving"); without it the collector is Python's default.
+Printed: each call's median ms on each history, the 10x / 1x ratio (median of
 per-round ratios), rows answered, and how many of its timed calls on each history a
-full garbage collection fell in (left on, as in a server: one every few answers of
-thousands of rows, tens of ms; the count says when one moved a median); an answer of
+full garbage collection fell in (left on, as in a server: tens of ms each, the count
+says when one moved a median; an answer's cells are columns, not an object each, since
+the eighth pass, so they no longer bring them on); an answer of
 more rows than ``USAGE_MAX_ROWS`` is one the API refuses (a 400), so the headline is
 the slowest answer the API gives, beside the slowest ``usage()`` of any size. Creates
 and drops its two databases (about 5 and 50 GB at the full size; ``--keep`` leaves
@@ -450,8 +451,8 @@ def run(args: argparse.Namespace, names: dict[int, str]) -> None:
         for name, function in calls.items():
             answered[name] = function(history)  # warm, and the size of the answer
     if args.gc_freeze:
-        # What README's "Serving" suggests a host's worker do once it has loaded the
-        # app: the objects alive now are left out of every later collection.
+        # What a host's worker may do once it has loaded the app (README's "Serving"):
+        # the objects alive now are left out of every later collection.
         gc.collect()
         gc.freeze()
         print(f"gc.freeze(): {gc.get_freeze_count()} objects left out of collections")
