@@ -54,7 +54,7 @@ from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PER_TOKENS, PriceBook
 from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, merge_stored
 from .export import Echo
-from .rollups import COUNTED_LEVELS, COUNTERS, DAY, LEVELS, PERCENTILES
+from .rollups import ABORT_COLUMNS, COUNTED_LEVELS, COUNTERS, DAY, LEVELS, PERCENTILES
 from .rows import at_ms_to_datetime
 
 __all__ = [
@@ -200,17 +200,9 @@ def _plus(a: float | None, b: float | None) -> float | None:
     return a if b is None else a + b
 
 
-CELL_INTS = (
-    "requests",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "out_of_range",
-    "errors",
-    "aborted",
-    "unpriced_requests",
-)
-"""A cell's integer sums: ``Cells``' columns of ints, ``UsageRow``'s attributes."""
+CELL_INTS = (*COUNTERS[: -len(ABORT_COLUMNS)], "unpriced_requests")
+"""A cell's integer sums (a rollup's counters but the known abort reasons, which are
+in ``aborts``): ``Cells``' columns of ints, ``UsageRow``'s attributes."""
 _CELL_COSTS = ("cost", "replica_cost")
 
 
