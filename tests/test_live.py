@@ -373,6 +373,10 @@ def test_the_recorder_is_built_from_settings(settings: object, clock: FakeClock)
         "RATE_WINDOW_S": 2.0,
         "REPLICA": "gpu-7",
         "LABEL_MAX_MODELS": 3,
+        # No heartbeat thread: the recorder the last reset() builds outlives the test,
+        # and its heartbeat would publish this process's state into later tests'
+        # METRICS_DIR every 2 s (two of tests/test_host_state.py's failed in CI so).
+        "HEARTBEAT_S": None,
     }
     recorder = live.reset(clock)
     try:
@@ -499,6 +503,7 @@ def test_a_sink_that_cannot_be_built_leaves_recording_in_memory(
         "RING_CAPACITY": 8,
         "MAX_PAGE": 4,
         "ARCHIVE_SINK": f"{__name__}.refusing_sink",
+        "HEARTBEAT_S": None,  # (see test_the_recorder_is_built_from_settings)
     }
     live.shutdown(flush=False)
     try:
