@@ -554,6 +554,10 @@ def test_counters_and_abort_reasons_are_read_from_covering_indexes_alone(
         *(make_record(at_ms=at(n * MINUTE), via_api_key=f"k{n}") for n in range(60)),
     )
     with connection.cursor() as db:
+        # Rewritten first (the table and its indexes): an earlier test's rolled-back
+        # thousands of rows leave indexes of empty pages behind, which VACUUM does not
+        # shrink, and the planner then prefers whichever index stayed small.
+        db.execute("VACUUM FULL ferrox_stats_rollup")
         db.execute("VACUUM ANALYZE ferrox_stats_rollup")
     with transaction.atomic(), connection.cursor() as db:
         for setting in ("seqscan", "bitmapscan"):
