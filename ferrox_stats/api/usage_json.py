@@ -17,16 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from ..archive.usage import SUMMARY_KEYS, Cells, Usage, UsageRow, summaries
+from ..archive.usage import SUMMARY_KEYS, Cells, Usage, UsageRow, bucket_start, summaries
 from ..core.rollup import TIMES
 from .wire import PreparedRenderer
 
 __all__ = ["UsageDocument", "UsageRenderer", "total_dict"]
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 COUNTERS = tuple(UsageRow(datetime(1970, 1, 1, tzinfo=UTC), {}).as_dict(()))[2:-1]
 """A row's keys after its bucket and groups, before ``latency``: ``UsageRow.as_dict``'s."""
@@ -152,6 +150,16 @@ def _refused(value: float) -> str:
     raise _Refused(value)
 
 
+def _numbers(values: Iterable[float | int | None]) -> list[str]:
+    """``values`` as the JSON encoder writes them: ``null`` for None, a number as
+    ``repr``; ``_Refused`` for one strict JSON refuses."""
+    isfinite = math.isfinite
+    return [
+        "null" if value is None else repr(value) if isfinite(value) else _refused(value)
+        for value in values
+    ]
+
+
 def _rows(
     cells: Cells,
     template: str,
@@ -165,13 +173,12 @@ def _rows(
     (a number as ``repr``, as ``json`` writes ints and floats; ``_Refused`` for one
     strict JSON refuses; an abort reason's count, an int, as ``str``), a column at a
     time, then a row at a time by ``%``."""
-    isfinite = math.isfinite
     columns: list[list[Any]] = []
     if bucketed:
         starts: dict[int, str] = {}  # a bucket's groups share its start's JSON
         for at_s in cells.at_s:
             if at_s not in starts:
-                starts[at_s] = (_EPOCH + timedelta(seconds=at_s)).isoformat()
+                starts[at_s] = bucket_start(at_s).isoformat()
         columns += [[starts[at_s] for at_s in cells.at_s], [at_s * 1000 for at_s in cells.at_s]]
     written: dict[tuple[str | None, ...], list[str]] = {}  # each group's labels' JSON
     for group in cells.group:
@@ -197,15 +204,9 @@ def _rows(
         ],
         cells.errors,
         cells.aborted,
-        [
-            "null" if cost is None else repr(cost) if isfinite(cost) else _refused(cost)
-            for cost in cells.cost
-        ],
+        _numbers(cells.cost),
         cells.unpriced_requests,
-        [
-            "null" if cost is None else repr(cost) if isfinite(cost) else _refused(cost)
-            for cost in cells.replica_cost
-        ],
+        _numbers(cells.replica_cost),
         _latency(cells, answer.latency, encode, separators),
     ]
     return [template % values for values in zip(*columns, strict=True)]
@@ -221,7 +222,6 @@ def _latency(
     are, else its distributions' (``summaries``)."""
     if not latency:
         return ["{}"] * len(cells)
-    isfinite = math.isfinite
     template = _latency_template(latency, encode, separators)
     at_in_stored = [TIMES.index(name) for name in latency]
     written = []
@@ -235,9 +235,6 @@ def _latency(
                 values += stored[at].split(",")
         else:
             for summary in summaries(cells, index, latency):
-                values += [
-                    "null" if value is None else repr(value) if isfinite(value) else _refused(value)
-                    for value in summary
-                ]
+                values += _numbers(summary)
         written.append(template % tuple(values))
     return written

@@ -67,6 +67,7 @@ __all__ = [
     "TooManyRows",
     "Usage",
     "UsageRow",
+    "bucket_start",
     "csv_lines",
     "summaries",
     "top",
@@ -284,10 +285,8 @@ class Cells:
             setattr(ordered, name, [column[at] for at in order])
         return ordered
 
-    def row(self, at: int, group_by: Iterable[str], moment: datetime | None = None) -> UsageRow:
-        """Cell ``at`` as a ``UsageRow`` (at ``moment`` if given, else its bucket)."""
-        if moment is None:
-            moment = _EPOCH + timedelta(seconds=self.at_s[at])
+    def row(self, at: int, group_by: Iterable[str], moment: datetime) -> UsageRow:
+        """Cell ``at`` as a ``UsageRow`` at ``moment`` (its bucket's start)."""
         row = UsageRow(moment, dict(zip(group_by, self.group[at], strict=True)))
         for name in (*CELL_INTS, *_CELL_COSTS, "percentiles"):
             setattr(row, name, getattr(self, name)[at])
@@ -342,7 +341,7 @@ class Usage:
         for at, at_s in enumerate(self.cells.at_s):
             moment = moments.get(at_s)
             if moment is None:  # a bucket's groups share its datetime
-                moment = moments[at_s] = _EPOCH + timedelta(seconds=at_s)
+                moment = moments[at_s] = bucket_start(at_s)
             rows.append(self.cells.row(at, self.group_by, moment))
         return rows
 
@@ -1053,6 +1052,11 @@ class TooManyRows(ValueError):
         )
 
 
+def bucket_start(at_s: int) -> datetime:
+    """A cell's ``at_s`` (epoch seconds) as the aware UTC datetime of its bucket."""
+    return _EPOCH + timedelta(seconds=at_s)
+
+
 def epoch_ms(moment: datetime) -> int:
     """An aware datetime on a whole second as epoch milliseconds."""
     return int((moment - _EPOCH).total_seconds()) * 1000
@@ -1136,7 +1140,7 @@ def csv_lines(answer: Usage) -> Iterator[str]:
     moments: dict[int, tuple[str, int]] = {}  # a bucket's groups share its start's text
     for at_s in cells.at_s:
         if at_s not in moments:
-            moments[at_s] = ((_EPOCH + timedelta(seconds=at_s)).isoformat(), at_s * 1000)
+            moments[at_s] = (bucket_start(at_s).isoformat(), at_s * 1000)
     for index, at_s in enumerate(cells.at_s):
         values: list[Any] = [
             *moments[at_s],
