@@ -153,7 +153,12 @@ class Server:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def bench_env(database_url: str, *, archive: bool, metrics_dir: Path) -> dict[str, str]:
+def bench_env(
+    database_url: str, *, sink: str, metrics_dir: Path, groups: int = 1
+) -> dict[str, str]:
+    """The environment of one server: ``sink`` is what it keeps ("memory", "archive",
+    or "rollups": the archive with ``ROLLUPS`` on); ``groups`` how many label sets
+    its tracked view cycles through (``served_app.LABELS``)."""
     return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
@@ -161,7 +166,9 @@ def bench_env(database_url: str, *, archive: bool, metrics_dir: Path) -> dict[st
         ),
         "DJANGO_SETTINGS_MODULE": "served_settings",
         "FERROX_BENCH_DATABASE_URL": database_url,
-        "FERROX_BENCH_ARCHIVE": "1" if archive else "0",
+        "FERROX_BENCH_ARCHIVE": "0" if sink == "memory" else "1",
+        "FERROX_BENCH_ROLLUPS": "1" if sink == "rollups" else "0",
+        "FERROX_BENCH_GROUPS": str(groups),
         "FERROX_BENCH_METRICS_DIR": str(metrics_dir),
     }
 
@@ -332,22 +339,25 @@ SERVERS = {
     "prometheus": ("memory", "/prometheus"),
     "tracked": ("memory", "/tracked"),
     "tracked + archive": ("archive", "/tracked"),
+    "tracked + archive + rollups": ("rollups", "/tracked"),
 }
 
 
 @contextmanager
-def serving(kind: str, database_url: str, archive: bool, tmp: Path) -> Iterator[dict[str, Server]]:
+def serving(
+    kind: str, database_url: str, archive: bool, tmp: Path, groups: int
+) -> Iterator[dict[str, Server]]:
     """One server per variant (the untracked one never builds a recorder, so none of
     ferrox_stats' threads run in it); no archive variant without PostgreSQL."""
     with ExitStack() as stack:
         found: dict[str, Server] = {}
         for variant, (sink, _) in SERVERS.items():
-            if sink == "archive" and not archive:
+            if sink != "memory" and not archive:
                 continue
             name = f"{kind}-{variant.replace(' + ', '-')}"
             metrics = tmp / f"{name}-metrics"
             metrics.mkdir()
-            env = bench_env(database_url, archive=sink == "archive", metrics_dir=metrics)
+            env = bench_env(database_url, sink=sink, metrics_dir=metrics, groups=groups)
             server = start(name, kind, env, tmp)
             stack.callback(stop, server)
             found[variant] = server
@@ -403,7 +413,11 @@ def report(kind: str, runs: dict[str, list[Run]], tight: dict[str, float]) -> di
             f"{name}: worker CPU added {ns / 1e3:.1f} µs/request = {ns / loop:.1f}x its tight "
             f"loop ({loop / 1e3:.2f} µs); by CPU {by_cpu:.3f}x untracked"
         )
-    goals = {"tracked": GOAL_TRACKED, "tracked + archive": GOAL_ARCHIVED}
+    goals = {
+        "tracked": GOAL_TRACKED,
+        "tracked + archive": GOAL_ARCHIVED,
+        "tracked + archive + rollups": GOAL_ARCHIVED,
+    }
     for name, goal in goals.items():
         if name in figures:
             met = "met" if figures[name] >= goal else "NOT met"
@@ -473,7 +487,8 @@ def profile(
     while wrk drives ``/tracked``, then both views' own thread CPU as the workers counted."""
     metrics = tmp / f"{kind}-profile-metrics"
     metrics.mkdir()
-    env = {**bench_env(database_url, archive=archive, metrics_dir=metrics)}
+    sink = "archive" if archive else "memory"
+    env = {**bench_env(database_url, sink=sink, metrics_dir=metrics, groups=args.groups)}
     env["FERROX_BENCH_TIME_VIEWS"] = "1"
     server = start(f"{kind}-profile", kind, env, tmp)
     try:
@@ -548,6 +563,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=2 * WORKERS)
     parser.add_argument("--quick", action="store_true", help="3 rounds of 2 s, sync only")
     parser.add_argument("--profile", action="store_true", help="py-spy the tracked view")
+    parser.add_argument(
+        "--groups",
+        type=int,
+        default=1,
+        help="label sets (model, key) the tracked view cycles through: rollup groups",
+    )
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
     args = parser.parse_args()
     if args.quick:
@@ -588,9 +609,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="servedbench_"))
     tracked_archived = 0
     try:
-        migrate(bench_env(database_url, archive=archive, metrics_dir=tmp))
+        migrate(bench_env(database_url, sink="archive", metrics_dir=tmp))
         for kind in args.kind:
-            with serving(kind, database_url, archive, tmp) as servers:
+            with serving(kind, database_url, archive, tmp, args.groups) as servers:
                 runs = measure(servers, args.rounds, args.seconds, args.connections)
             report(kind, runs, tight)
             if args.profile:

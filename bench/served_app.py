@@ -9,6 +9,7 @@ it with prometheus_client instead, its label children looked up once (the fair a
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import sys
 import time
@@ -31,9 +32,24 @@ def plain(request: HttpRequest) -> HttpResponse:
     return HttpResponse(BODY, content_type="application/json")
 
 
+# ``FERROX_BENCH_GROUPS`` > 1: the tracked view cycles through that many (model, key)
+# label sets (four models at most), i.e. as many rollup groups, as a fleet serving a
+# few models to several teams would; 1 (the default) is one model and no key.
+_GROUPS = int(os.environ.get("FERROX_BENCH_GROUPS", "1"))
+LABELS = (
+    [(f"{MODEL}-{i % 4}", f"team-{i}") for i in range(_GROUPS)] if _GROUPS > 1 else [(MODEL, None)]
+)
+_next_labels = itertools.cycle(LABELS).__next__
+
+
 def tracked(request: HttpRequest) -> HttpResponse:
+    model, key = _next_labels()
     with live.track(
-        route=ROUTE, model=MODEL, stream=False, client=request.META.get("REMOTE_ADDR")
+        route=ROUTE,
+        model=model,
+        stream=False,
+        client=request.META.get("REMOTE_ADDR"),
+        via_api_key=key,
     ) as t:
         response = HttpResponse(BODY, content_type="application/json")
         t.finish(status=200, finish_reason="stop", prompt_tokens=512, completion_tokens=128)

@@ -9,6 +9,8 @@ environment (``bench/served.py`` sets it):
 - ``FERROX_BENCH_ARCHIVE``: ``"1"`` keeps the default archive sink (every tracked request
   is queued and written by the worker's archive thread, heartbeats go to the database),
   ``"0"`` sets ``ARCHIVE_SINK = None`` (in memory only; heartbeats host-only);
+- ``FERROX_BENCH_ROLLUPS``: ``"1"`` turns ``ROLLUPS`` on (the archive keeps the usage
+  rollups in each batch's transaction);
 - ``FERROX_BENCH_METRICS_DIR``: the host's state files, one directory per server.
 """
 
@@ -37,5 +39,6 @@ DATABASES = {
 FERROX_STATS = {
     "REPLICA": "bench-served",
     "METRICS_DIR": os.environ.get("FERROX_BENCH_METRICS_DIR"),
+    "ROLLUPS": os.environ.get("FERROX_BENCH_ROLLUPS") == "1",
     **({} if os.environ.get("FERROX_BENCH_ARCHIVE", "1") == "1" else {"ARCHIVE_SINK": None}),
 }
