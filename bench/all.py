@@ -1,7 +1,8 @@
 """Every benchmark in ``bench/``, one after another, and a summary of their headlines.
 
 ``make bench`` runs this with ``--quick``: each bench with the small arguments of the
-table below (each about a minute or less), then the lines that carry its ratios and
+table below (each about a minute or less, but for ``usage_api``: about 15 minutes,
+most of it loading its two rollup histories), then the lines that carry its ratios and
 goals. Without ``--quick`` each runs with its own defaults (its full mode: tens of
 minutes in all). Each bench's whole output goes to ``--out`` (one file per bench), and
 the summary names it; a bench that needs what is missing (``wrk``, the LiteLLM venv)

@@ -330,7 +330,9 @@ def history_fast_path_view() -> Any:
                 else queryset.oldest_first(cursor, limit)
             )
             next_cursor = page.next_cursor.encode() if page.next_cursor else None
-            return Response({"entries": page.entries, "next_cursor": next_cursor})
+            # Priced as the library's view prices them (each entry's cost).
+            entries = views._priced(page.entries)
+            return Response({"entries": entries, "next_cursor": next_cursor})
 
     return FastPathHistory.as_view()
 
