@@ -188,13 +188,16 @@ def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
             )
         ),
     )
-    at = [r.at_ms for r in records]
+    at = cast(list[int], [r.at_ms for r in records])  # archived: never None
+    # A batch of one minute's records (most are: a writer flushes every second or so)
+    # tallies its minutes alone; its hours and days are those same tallies (below).
+    minute_ms = SPANS[0] * 1000
+    one_minute = bool(at) and min(at) // minute_ms == max(at) // minute_ms
     cells: dict[Cell, Tally] = {}
-    for span in SPANS:
+    for span in SPANS[:1] if one_minute else SPANS:
         span_ms = span * 1000
         keys: list[Cell] = [
-            (span, t - t % span_ms, 0, group)  # type: ignore[operator]  # archived: never None
-            for t, group in zip(at, groups, strict=True)
+            (span, t - t % span_ms, 0, group) for t, group in zip(at, groups, strict=True)
         ]
         tallies = Tally.grouped(keys, records)
         if tallies is None:
@@ -212,7 +215,24 @@ def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
         elif group[4] == "aborted":
             tally.aborted = tally.requests
     cells.update(merged_levels(cells))
+    if one_minute:
+        cells.update(_coarser_buckets(cells))
     return cells
+
+
+def _coarser_buckets(minutes: dict[Cell, Tally]) -> dict[Cell, Tally]:
+    """The hour and day cells of a batch whose records all fall in one minute: each
+    sums exactly its minute cell's records, in the same order, so each is that cell's
+    tally, shared (the same additions would make an equal one; nothing changes a
+    batch's tallies once they are made). Levels above 0 only have days, as in
+    ``merged_levels``."""
+    hour = SPANS[1]
+    coarser: dict[Cell, Tally] = {}
+    for (_, start, level, group), tally in minutes.items():
+        coarser[(hour, start - start % (hour * 1000), level, group)] = tally
+        if level:
+            coarser[(DAY, start - start % (DAY * 1000), level, group)] = tally
+    return coarser
 
 
 def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
@@ -325,6 +345,9 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
     # PostgreSQL takes every cell in one statement of arrays; elsewhere a multi-row
     # INSERT at most CHUNK rows long.
     chunks = [keyed] if arrays else [keyed[lo : lo + CHUNK] for lo in range(0, len(keyed), CHUNK)]
+    # A tally shared by several cells (``cells_of``: a one-minute batch's minute, hour
+    # and day) is written out once (its percentiles once for its hour and day).
+    written: dict[tuple[int, bool], tuple[str, ...]] = {}
     with connection.cursor() as cursor:
         for chunk in chunks:
             rows: list[tuple[Any, ...]] = []
@@ -332,6 +355,13 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
             for (span, start, digest), group, level, tally in chunk:
                 bucket = adapt(at_ms_to_datetime(start))
                 mine[(span, bucket, digest)] = (tally, level)
+                shared = (id(tally), span >= 3600)
+                texts = written.get(shared)
+                if texts is None:
+                    texts = written[shared] = (
+                        *tally.texts(known_aborts=False),
+                        percentiles_text(tally, level, span),
+                    )
                 rows.append(
                     (
                         span,
@@ -347,8 +377,7 @@ def upsert(cells: dict[Cell, Tally], using: str) -> None:
                         tally.errors,
                         tally.aborted,
                         *tally.known_aborts(),
-                        *tally.texts(known_aborts=False),
-                        percentiles_text(tally, level, span),
+                        *texts,
                     )
                 )
             if arrays:
