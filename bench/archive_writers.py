@@ -8,9 +8,20 @@ per batch, all starting together. Timed: from the start signal until the last on
 finishes. Each round starts from an empty table and must leave exactly N rows.
 The script creates (and finally drops) its own database on the local PostgreSQL.
 
+``--app``: each writer is the app's own ``archive.batch.write_batch`` (what every
+archiver, ingest and pass-through process runs) instead of a bare COPY, with the usage
+rollups off and then on (``ROLLUPS``), the records spread over ``--groups`` rollup
+groups (``archive_write.make_records``) and dealt to the writers in turn, so that they
+write the same minutes at once, as a fleet's processes do. What it shows: how many
+rows/s the fleet's archive takes as writers are added. With rollups on, each batch also
+updates the shared merged rows (per model, in total...) under their row locks until it
+commits, on top of the commit-order lock. Each writer is a process of its own
+(``spawn``: a fresh interpreter, its own connection).
+
 Run from the repo root::
 
     PYTHONPATH=. python bench/archive_writers.py [--rows N --rounds R --writers 1 2 4]
+        [--app --groups G]
 """
 
 from __future__ import annotations
@@ -44,12 +55,105 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
+    parser.add_argument(
+        "--app", action="store_true", help="writers run write_batch, rollups off then on"
+    )
+    parser.add_argument("--groups", type=int, default=48, help="rollup groups (--app)")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="rows per batch (ARCHIVE_BATCH_SIZE: 1000)"
+    )
     args = parser.parse_args()
     url = create_database(args.server, DATABASE)
     try:
-        run(args, url)
+        (run_app if args.app else run)(args, url)
     finally:
         drop_database(args.server, DATABASE)
+
+
+def app_writer(url: str, rollups: bool, items: list[Any], batch: int, go: Any) -> None:
+    """One process of the fleet: ``write_batch`` of its items, a batch at a time."""
+    import os
+
+    os.environ["DATABASE_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from ferrox_stats.archive.batch import write_batch
+
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "ROLLUPS": rollups}
+    write_batch(items[:1])  # connected, warm; its row is part of the count
+    go.wait()
+    for lo in range(1, len(items), batch):
+        write_batch(items[lo : lo + batch])
+
+
+def run_app(args: argparse.Namespace, url: str) -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from ferrox_stats.archive import partitions
+    from ferrox_stats.archive.rows import Pending, at_ms_to_datetime
+    from ferrox_stats.conf import conf
+    from ferrox_stats.models import FinishedRequest, Rollup
+
+    call_command("migrate", verbosity=0)
+    records = make_records(args.rows, groups=args.groups)
+    partitions.make_days({at_ms_to_datetime(r.at_ms).date() for r in records})
+    items = [Pending(i, r, "bench") for i, r in enumerate(records)]
+    batch = args.batch or conf.ARCHIVE_BATCH_SIZE
+    tables = f"{FinishedRequest._meta.db_table}, {Rollup._meta.db_table}"
+    context = multiprocessing.get_context("spawn")
+    print(
+        f"{args.rows} rows over at most {args.groups} rollup groups, write_batch in batches of "
+        f"{batch}, {args.rounds} rounds"
+    )
+    for rollups in (False, True):
+        for writers in args.writers:
+            seconds = []
+            for _ in range(args.rounds):
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(f"TRUNCATE {tables}")
+                go = context.Event()
+                procs = [
+                    context.Process(
+                        target=app_writer, args=(url, rollups, items[w::writers], batch, go)
+                    )
+                    for w in range(writers)
+                ]
+                for proc in procs:
+                    proc.start()
+                # Each writer has connected and written its first row.
+                deadline = time.monotonic() + 60
+                with psycopg.connect(url, autocommit=True) as conn:
+                    while (
+                        conn.execute(
+                            f"SELECT count(*) FROM {FinishedRequest._meta.db_table}"
+                        ).fetchone()[0]  # type: ignore[index]
+                        < writers
+                    ):
+                        assert time.monotonic() < deadline, "the writers did not start"
+                        time.sleep(0.05)
+                start = time.perf_counter()
+                go.set()
+                for proc in procs:
+                    proc.join(600)
+                seconds.append(time.perf_counter() - start)
+                assert all(proc.exitcode == 0 for proc in procs), "a writer failed"
+                with psycopg.connect(url) as conn:
+                    got = conn.execute(
+                        f"SELECT count(*) FROM {FinishedRequest._meta.db_table}"
+                    ).fetchone()
+                assert got == (args.rows,), got
+            n = args.rows - writers  # the warm-up rows are not timed
+            print(
+                f"rollups {'on ' if rollups else 'off'}, {writers} writer(s): median "
+                f"{n / statistics.median(seconds):8.0f} rows/s, best {n / min(seconds):8.0f} rows/s"
+            )
 
 
 def run(args: argparse.Namespace, url: str) -> None:
@@ -66,7 +170,7 @@ def run(args: argparse.Namespace, url: str) -> None:
     table = FinishedRequest._meta.db_table
     copy_sql = f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN"
     rows = [row_values(Pending(i, r, "bench")) for i, r in enumerate(make_records(args.rows))]
-    batch = conf.ARCHIVE_BATCH_SIZE
+    batch = args.batch or conf.ARCHIVE_BATCH_SIZE
     # Fork: the children inherit the rows instead of pickling them.
     context = multiprocessing.get_context("fork")
     print(f"{args.rows} rows, batch {batch}, {args.rounds} rounds")
