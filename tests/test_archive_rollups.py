@@ -18,7 +18,7 @@ from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ferrox_stats.archive import batch
+from ferrox_stats.archive import batch, rollups
 from ferrox_stats.archive.batch import write_batch
 from ferrox_stats.archive.rebuild import rebuild
 from ferrox_stats.archive.rollups import (
@@ -251,17 +251,18 @@ def test_a_batch_whose_commit_failed_counts_once_when_retried(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     items = [Pending(i, make_record(), "inst") for i in range(5)]
-    real = batch.add_rollups
+    # Every record new: the batch writes the rollups it tallied before its transaction.
+    real = batch.write_rollups
 
-    def then_fail(records: Any, using: str) -> None:
-        real(records, using)  # the rollups written, then the connection lost
+    def then_fail(chunks: Any, using: str) -> None:
+        real(chunks, using)  # the rollups written, then the connection lost
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(batch, "add_rollups", then_fail)
+    monkeypatch.setattr(batch, "write_rollups", then_fail)
     with pytest.raises(OperationalError):
         write_batch(items)
     assert not Rollup.objects.exists()
-    monkeypatch.setattr(batch, "add_rollups", real)
+    monkeypatch.setattr(batch, "write_rollups", real)
     assert write_batch(items).inserted == 5
     # Committed, but the acknowledgement lost: the writer sends it again.
     assert write_batch(items).duplicates == 5
@@ -291,6 +292,39 @@ def test_dead_letters_and_duplicates_are_not_counted() -> None:
         (60, 1),
         (3600, 1),
     ]
+
+
+def test_a_batch_is_tallied_before_its_transaction_takes_any_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The archive's insert takes the commit-order lock the fleet's writers wait for:
+    # the rollups' Python work is done before the batch's transaction begins.
+    depths: list[int] = []
+    tally = rollups.cells_of
+
+    def counted(records: Any) -> Any:
+        depths.append(len(connection.savepoint_ids))
+        return tally(records)
+
+    monkeypatch.setattr(rollups, "cells_of", counted)
+    outside = len(connection.savepoint_ids)
+    items = [Pending(i, make_record(at_ms=BASE_AT_MS + i), "inst") for i in range(3)]
+    assert write_batch(items).inserted == 3
+    assert depths == [outside]
+    assert_rollups_match_archive()
+
+
+@pytest.mark.parametrize("at_ms", [None, 10**18])
+def test_a_record_no_cell_can_count_is_a_dead_letter_and_the_rest_counted(
+    at_ms: int | None,
+) -> None:
+    # Tallied before the transaction, such a record fails the tally: the batch then
+    # counts, in its transaction, what it inserted.
+    good = [make_record(at_ms=BASE_AT_MS + i) for i in range(2)]
+    items = [Pending(i, r, "inst") for i, r in enumerate(good)]
+    items.append(Pending(9, make_record(at_ms=BASE_AT_MS)._replace(at_ms=at_ms), "inst"))
+    assert write_batch(items).outcomes == ["inserted", "inserted", "dead"]
+    assert_rollups_match_archive()
 
 
 def test_a_replayed_ingest_batch_counts_once() -> None:

@@ -32,6 +32,8 @@ from ..core.requests import encodable
 from .columns import PlainBatch, plain_rows
 from .partitions import keep_ahead
 from .rollups import add as add_rollups
+from .rollups import prepared as prepared_rollups
+from .rollups import write as write_rollups
 from .rows import (
     COLUMNS,
     Pending,
@@ -94,6 +96,18 @@ def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult
     """Write ``items`` in one transaction; raise if the batch could not commit at all."""
     # On a partitioned archive, today's partitions first (once a day; never raises).
     keep_ahead(using)
+    rollups = conf.ROLLUPS
+    # The rollups of the whole batch, computed before the transaction: the archive's
+    # insert takes the commit-order lock, which the fleet's other writers wait for until
+    # this one commits, so what can be done before it is (usually every row is new).
+    ahead = None
+    if rollups:
+        try:
+            ahead = prepared_rollups([item.record for item in items], using)
+        except Exception:
+            # A record the archive will refuse (a dead letter) may be one no cell can
+            # count: the batch then counts, in its transaction, what it inserted.
+            ahead = None
     with transaction.atomic(using=using):
         try:
             inserted = _insert_plain(items, using)
@@ -107,7 +121,9 @@ def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult
             result = _write_each(items, using)
         # In this transaction, exactly the rows it inserted: a rollup never disagrees
         # with the archive, and a batch retried after a failed commit counts once.
-        if conf.ROLLUPS:
+        if ahead is not None and inserted is not None and result.inserted == len(items):
+            write_rollups(ahead, using)  # every record, as given, was inserted
+        elif rollups:
             add_rollups(
                 [
                     item.record

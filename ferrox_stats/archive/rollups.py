@@ -72,8 +72,10 @@ __all__ = [
     "days_from_hours",
     "group_key",
     "percentiles_text",
+    "prepared",
     "stored_tally",
     "upsert",
+    "write",
 ]
 
 SPANS = (60, 3600)
@@ -332,54 +334,85 @@ def add(records: Sequence[Record], using: str) -> None:
         upsert(cells_of(records), using)
 
 
+Chunk = tuple[list[tuple[Any, ...]], dict[tuple[int, Any, str], tuple[Tally, int]]]
+"""A statement's cells: their rows of column values, in the lock order, and each cell's
+tally and level by ``(span, adapted bucket, group digest)`` (to merge what it returns)."""
+
+
+def prepared(records: Sequence[Record], using: str) -> list[Chunk]:
+    """What ``add`` would write for ``records``, computed and not written: a writer
+    prepares its batch before its transaction, so that none of this Python runs while
+    it holds the archive's commit-order lock, which every other writer of the fleet
+    waits for (``write`` it once exactly these records were inserted)."""
+    return _chunks(cells_of(records), using) if records else []
+
+
 def upsert(cells: dict[Cell, Tally], using: str) -> None:
     """Add each tally to its cell's row (created if missing), in the shared lock order."""
+    write(_chunks(cells, using), using)
+
+
+def _chunks(cells: dict[Cell, Tally], using: str) -> list[Chunk]:
     connection = connections[using]
     adapt = connection.ops.adapt_datetimefield_value
     keyed = sorted(
         ((span, start, group_key(group, level)), group, level, tally)
         for (span, start, level, group), tally in cells.items()
     )
-    arrays = connection.vendor == "postgresql"
-    merged: list[tuple[str, str, str, str, str, int]] = []
     # PostgreSQL takes every cell in one statement of arrays; elsewhere a multi-row
     # INSERT at most CHUNK rows long.
-    chunks = [keyed] if arrays else [keyed[lo : lo + CHUNK] for lo in range(0, len(keyed), CHUNK)]
+    if connection.vendor == "postgresql":
+        parts = [keyed]
+    else:
+        parts = [keyed[lo : lo + CHUNK] for lo in range(0, len(keyed), CHUNK)]
     # A tally shared by several cells (``cells_of``: a one-minute batch's minute, hour
     # and day) is written out once (its percentiles once for its hour and day).
     written: dict[tuple[int, bool], tuple[str, ...]] = {}
-    with connection.cursor() as cursor:
-        for chunk in chunks:
-            rows: list[tuple[Any, ...]] = []
-            mine: dict[tuple[int, Any, str], tuple[Tally, int]] = {}
-            for (span, start, digest), group, level, tally in chunk:
-                bucket = adapt(at_ms_to_datetime(start))
-                mine[(span, bucket, digest)] = (tally, level)
-                shared = (id(tally), span >= 3600)
-                texts = written.get(shared)
-                if texts is None:
-                    texts = written[shared] = (
-                        *tally.texts(known_aborts=False),
-                        percentiles_text(tally, level, span),
-                    )
-                rows.append(
-                    (
-                        span,
-                        bucket,
-                        digest,
-                        *group,
-                        level,
-                        tally.requests,
-                        tally.prompt_tokens,
-                        tally.completion_tokens,
-                        tally.cached_tokens,
-                        tally.out_of_range,
-                        tally.errors,
-                        tally.aborted,
-                        *tally.known_aborts(),
-                        *texts,
-                    )
+    chunks: list[Chunk] = []
+    for part in parts:
+        rows: list[tuple[Any, ...]] = []
+        mine: dict[tuple[int, Any, str], tuple[Tally, int]] = {}
+        for (span, start, digest), group, level, tally in part:
+            bucket = adapt(at_ms_to_datetime(start))
+            mine[(span, bucket, digest)] = (tally, level)
+            shared = (id(tally), span >= 3600)
+            texts = written.get(shared)
+            if texts is None:
+                texts = written[shared] = (
+                    *tally.texts(known_aborts=False),
+                    percentiles_text(tally, level, span),
                 )
+            rows.append(
+                (
+                    span,
+                    bucket,
+                    digest,
+                    *group,
+                    level,
+                    tally.requests,
+                    tally.prompt_tokens,
+                    tally.completion_tokens,
+                    tally.cached_tokens,
+                    tally.out_of_range,
+                    tally.errors,
+                    tally.aborted,
+                    *tally.known_aborts(),
+                    *texts,
+                )
+            )
+        chunks.append((rows, mine))
+    return chunks
+
+
+def write(chunks: list[Chunk], using: str) -> None:
+    """Write prepared cells (``prepared``, ``upsert``): each added to its row, created if
+    missing; a row that existed has its distributions merged under its lock."""
+    connection = connections[using]
+    adapt = connection.ops.adapt_datetimefield_value
+    arrays = connection.vendor == "postgresql"
+    merged: list[tuple[str, str, str, str, str, int]] = []
+    with connection.cursor() as cursor:
+        for rows, mine in chunks:
             if arrays:
                 # One statement, the cells as one array per column, inserted in the
                 # arrays' (the lock) order.
