@@ -30,6 +30,7 @@ import argparse
 import multiprocessing
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -37,6 +38,7 @@ from archive_write import make_records
 from pgdb import SERVER, create_database, drop_database
 
 DATABASE = "ferrox_bench_writers"
+ARCHIVE = "ferrox_stats_finishedrequest"  # FinishedRequest._meta.db_table
 
 
 def write(url: str, copy_sql: str, rows: list[Any], batch: int, go: Any) -> None:
@@ -68,6 +70,40 @@ def main() -> None:
         (run_app if args.app else run)(args, url)
     finally:
         drop_database(args.server, DATABASE)
+
+
+def timed_round(
+    url: str,
+    tables: str,
+    context: Any,
+    jobs: list[tuple[Callable[..., None], tuple[Any, ...]]],
+    expected: int,
+    started: Callable[[], None] = lambda: None,
+) -> float:
+    """Empty ``tables``, start a process per job (its target gets its arguments and the
+    start signal), wait for ``started``, then time from the signal to the last process's
+    end; the archive must then hold ``expected`` rows."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {tables}")
+    go = context.Event()
+    procs = [context.Process(target=target, args=(*args, go)) for target, args in jobs]
+    for proc in procs:
+        proc.start()
+    started()
+    start = time.perf_counter()
+    go.set()
+    for proc in procs:
+        proc.join(600)
+    elapsed = time.perf_counter() - start
+    assert all(proc.exitcode == 0 for proc in procs), "a writer failed"
+    assert archived(url) == expected, (archived(url), expected)
+    return elapsed
+
+
+def archived(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {ARCHIVE}").fetchone()
+    return int(row[0]) if row else 0
 
 
 def app_writer(url: str, rollups: bool, items: list[Any], batch: int, go: Any) -> None:
@@ -114,41 +150,19 @@ def run_app(args: argparse.Namespace, url: str) -> None:
     )
     for rollups in (False, True):
         for writers in args.writers:
-            seconds = []
-            for _ in range(args.rounds):
-                with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute(f"TRUNCATE {tables}")
-                go = context.Event()
-                procs = [
-                    context.Process(
-                        target=app_writer, args=(url, rollups, items[w::writers], batch, go)
-                    )
-                    for w in range(writers)
-                ]
-                for proc in procs:
-                    proc.start()
+
+            def started(writers: int = writers) -> None:
                 # Each writer has connected and written its first row.
                 deadline = time.monotonic() + 60
-                with psycopg.connect(url, autocommit=True) as conn:
-                    while (
-                        conn.execute(
-                            f"SELECT count(*) FROM {FinishedRequest._meta.db_table}"
-                        ).fetchone()[0]  # type: ignore[index]
-                        < writers
-                    ):
-                        assert time.monotonic() < deadline, "the writers did not start"
-                        time.sleep(0.05)
-                start = time.perf_counter()
-                go.set()
-                for proc in procs:
-                    proc.join(600)
-                seconds.append(time.perf_counter() - start)
-                assert all(proc.exitcode == 0 for proc in procs), "a writer failed"
-                with psycopg.connect(url) as conn:
-                    got = conn.execute(
-                        f"SELECT count(*) FROM {FinishedRequest._meta.db_table}"
-                    ).fetchone()
-                assert got == (args.rows,), got
+                while archived(url) < writers:
+                    assert time.monotonic() < deadline, "the writers did not start"
+                    time.sleep(0.05)
+
+            jobs = [(app_writer, (url, rollups, items[w::writers], batch)) for w in range(writers)]
+            seconds = [
+                timed_round(url, tables, context, jobs, args.rows, started)
+                for _ in range(args.rounds)
+            ]
             n = args.rows - writers  # the warm-up rows are not timed
             print(
                 f"rollups {'on ' if rollups else 'off'}, {writers} writer(s): median "
@@ -176,29 +190,13 @@ def run(args: argparse.Namespace, url: str) -> None:
     print(f"{args.rows} rows, batch {batch}, {args.rounds} rounds")
     for writers in args.writers:
         share = args.rows // writers
-        seconds = []
-        for _ in range(args.rounds):
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f"TRUNCATE {table}")
-            go = context.Event()
-            procs = [
-                context.Process(
-                    target=write,
-                    args=(url, copy_sql, rows[w * share : (w + 1) * share], batch, go),
-                )
-                for w in range(writers)
-            ]
-            for proc in procs:
-                proc.start()
-            start = time.perf_counter()
-            go.set()
-            for proc in procs:
-                proc.join(600)
-            seconds.append(time.perf_counter() - start)
-            assert all(proc.exitcode == 0 for proc in procs), "a writer failed"
-            with psycopg.connect(url) as conn:
-                got = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-            assert got == (share * writers,), got
+        jobs = [
+            (write, (url, copy_sql, rows[w * share : (w + 1) * share], batch))
+            for w in range(writers)
+        ]
+        seconds = [
+            timed_round(url, table, context, jobs, share * writers) for _ in range(args.rounds)
+        ]
         n = share * writers
         print(
             f"{writers} writer(s): median {n / statistics.median(seconds):8.0f} rows/s, "
