@@ -62,6 +62,9 @@ DEFAULTS: dict[str, Any] = {
     # hour, in the batch's transaction; README "Usage rollups"). Off by default for now:
     # it costs the archive writer about half its rows/s (docs/benchmarks.md).
     "ROLLUPS": False,
+    # Seconds between folds of the batches' rollup deltas into the rollups, at most, by
+    # each process's archive writer (archive/fold.py; a usage answer folds first).
+    "ROLLUP_FOLD_S": 5.0,
     # Prices per model, per 1M tokens, each from a whole UTC hour on (core/prices.py):
     # {"llama-3-8b": [{"from": "2026-01-01", "input": 0.2, "output": 0.6,
     # "cached": 0.05}]}. A model without a price in force costs null, never 0.
@@ -318,6 +321,10 @@ class Settings:
     @property
     def ROLLUPS(self) -> bool:
         return bool(self._get("ROLLUPS"))
+
+    @property
+    def ROLLUP_FOLD_S(self) -> float:
+        return float(self._get("ROLLUP_FOLD_S"))
 
     # The last PRICES and REPLICA_HOURLY_COST parsed (a copy, so that a change made in
     # place is seen), and their book.

@@ -51,6 +51,9 @@ class CurrentTransactionId(_PostgreSQLOnly):
 # The archive's transaction-scoped advisory lock on PostgreSQL: 'ferrox' in ASCII, then
 # 0x0001. Migration 0006's trigger takes it.
 COMMIT_LOCK_KEY = 0x666572726F780001
+# The rollup fold's lock (``archive/fold.py``): one fold at a time in the fleet, and
+# none while a rebuild or a prune rewrites the rollups.
+FOLD_LOCK_KEY = 0x666572726F780002
 
 
 class NextCommitSeq(_PostgreSQLOnly):
@@ -392,8 +395,9 @@ ROLLUP_LEVELS = [
 class Rollup(models.Model):
     """The archived requests of one time bucket and one group, summed (``core.rollup``).
 
-    Written in the transaction that archives the rows it sums (``archive/rollups.py``),
-    so it never disagrees with them; rebuilt from the archive by
+    Written in the transaction that archives the rows it sums, as a delta
+    (``RollupDelta``) that a fold adds to these rows soon after (``archive/fold.py``):
+    the rollups with the deltas never disagree with the rows; rebuilt from the archive by
     ``manage.py ferrox_stats_rollup``. A group is ``(model, route, replica,
     via_api_key, outcome)``, a NULL label its own group; ``group_key`` is a digest of
     it, so the unique key stays narrow and NULLs compare equal in it (a unique
@@ -495,3 +499,48 @@ class Rollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.bucket:%Y-%m-%d %H:%M} {self.span_s}s {self.model or '-'} {self.outcome}"
+
+
+class RollupDelta(models.Model):
+    """One archive batch's sums of one group in one minute, not yet in the ``Rollup``
+    rows (``archive/fold.py``).
+
+    A batch inserts these in its own transaction, beside the rows they sum: rows of
+    its own, so that no two writers of the fleet ever wait on each other's rollup
+    rows. A fold moves them into the rollups (the minute, its hour and day, every
+    level), deleting them in the same transaction, a few times a minute and before
+    every usage answer. The rollups and the deltas together always equal the archive.
+    Columns as ``Rollup``'s level-0 minute rows (``archive.rollups.stored_tally``
+    reads either).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    bucket = models.DateTimeField()  # the minute's start (UTC)
+    model = models.CharField(max_length=200, null=True, blank=True)
+    route = models.CharField(max_length=200, null=True, blank=True)
+    replica = models.CharField(max_length=200)
+    via_api_key = models.CharField("via API key", max_length=100, null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=OUTCOMES, blank=True)
+    requests = models.BigIntegerField(default=0)
+    errors = models.BigIntegerField(default=0)
+    aborted = models.BigIntegerField(default=0)
+    aborts_client_disconnect = models.BigIntegerField(default=0)
+    aborts_explicit = models.BigIntegerField(default=0)
+    aborts_timeout = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    out_of_range = models.BigIntegerField(default=0)
+    aborts = models.TextField(blank=True, default="")
+    duration = models.TextField(blank=True, default="")
+    ttft = models.TextField(blank=True, default="")
+    tpot = models.TextField(blank=True, default="")
+
+    class Meta:
+        verbose_name = _("rollup delta")
+        verbose_name_plural = _("rollup deltas")
+        # No index but the key: a fold takes the oldest ids, a rebuild or prune the
+        # rows of a range (rare; the table holds seconds of batches).
+
+    def __str__(self) -> str:
+        return f"{self.bucket:%Y-%m-%d %H:%M} {self.model or '-'} {self.outcome}"

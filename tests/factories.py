@@ -7,7 +7,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ferrox_stats.archive.batch import BatchResult, write_batch
+from ferrox_stats.archive.fold import fold
 from ferrox_stats.archive.rows import Pending
+from ferrox_stats.conf import conf
 from ferrox_stats.core.requests import Record
 
 _ids = itertools.count(1)
@@ -47,6 +49,10 @@ def make_record(**overrides: Any) -> Record:
 def archive(
     records: Iterable[Record], instance: str | None = "test-instance", using: str = "default"
 ) -> BatchResult:
-    """Write records straight to the archive (no queue), with fresh ring seqs."""
+    """Write records straight to the archive (no queue), with fresh ring seqs; with the
+    rollups on, fold the batch's deltas into them (as the writer soon would)."""
     items = [Pending(next(_seqs), record, instance) for record in records]
-    return write_batch(items, using)
+    result = write_batch(items, using)
+    if conf.ROLLUPS:
+        fold(using)
+    return result

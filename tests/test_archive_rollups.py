@@ -1,6 +1,7 @@
-"""Rollups kept in the archive batch's transaction (``archive/rollups.py``) and rebuilt
-from the archive (``archive/rebuild.py``): they equal a GROUP BY over the archived rows,
-whatever the batches held (nulls, duplicates, dead letters) and after faults."""
+"""Rollups kept in the archive batch's transaction (``archive/rollups.py``, as deltas
+that ``archive/fold.py`` folds in) and rebuilt from the archive (``archive/rebuild.py``):
+they equal a GROUP BY over the archived rows, whatever the batches held (nulls,
+duplicates, dead letters), however the folds fell, and after faults."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from ferrox_stats.archive import batch, rollups
 from ferrox_stats.archive.batch import write_batch
+from ferrox_stats.archive.fold import fold
 from ferrox_stats.archive.rebuild import rebuild
 from ferrox_stats.archive.rollups import (
     DAY,
@@ -32,7 +34,7 @@ from ferrox_stats.archive.rollups import (
 from ferrox_stats.archive.rows import Pending, datetime_to_at_ms
 from ferrox_stats.core.distribution import Distribution
 from ferrox_stats.core.rollup import MAX_TOKENS, TIMES, Tally
-from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup
+from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup, RollupDelta
 from tests.factories import BASE_AT_MS, make_record
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rollups_on")]
@@ -76,6 +78,8 @@ def driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 
 def stored_rollups() -> dict[Key, Rollup]:
+    """The rollup rows once every delta is folded (as a usage answer reads them)."""
+    fold("default")
     return {
         (r.span_s, r.bucket, r.level, tuple(getattr(r, f) for f in GROUP)): r
         for r in Rollup.objects.all()
@@ -83,7 +87,9 @@ def stored_rollups() -> dict[Key, Rollup]:
 
 
 def group_rows() -> Any:
-    """The level-0 rollup rows: one per group (the merged levels left out)."""
+    """The level-0 rollup rows: one per group (the merged levels left out), once every
+    delta is folded."""
+    fold("default")
     return Rollup.objects.filter(level=0)
 
 
@@ -231,6 +237,7 @@ def test_rollups_equal_a_group_by_over_the_archived_rows(
 ) -> None:
     FinishedRequest.objects.all().delete()
     Rollup.objects.all().delete()
+    RollupDelta.objects.all().delete()
     DeadLetter.objects.all().delete()
     written: list[Pending] = []
     for items in batches:
@@ -244,6 +251,9 @@ def test_rollups_equal_a_group_by_over_the_archived_rows(
             items = items + data.draw(st.lists(st.sampled_from(written), max_size=3))
         write_batch(items)
         written.extend(items)
+        if data.draw(st.booleans(), label="a fold after it"):
+            # Folds at any moment, of any number of batches, a few deltas at a time.
+            fold("default", limit=data.draw(st.integers(1, 40), label="deltas per fold"))
     assert_rollups_match_archive()
 
 
@@ -261,6 +271,7 @@ def test_a_batch_whose_commit_failed_counts_once_when_retried(
     monkeypatch.setattr(batch, "write_rollups", then_fail)
     with pytest.raises(OperationalError):
         write_batch(items)
+    assert not RollupDelta.objects.exists()
     assert not Rollup.objects.exists()
     monkeypatch.setattr(batch, "write_rollups", real)
     assert write_batch(items).inserted == 5
@@ -275,6 +286,7 @@ def test_with_rollups_off_a_batch_writes_none(request: pytest.FixtureRequest) ->
     django_settings.FERROX_STATS = {**django_settings.FERROX_STATS, "ROLLUPS": False}
     write_batch([Pending(1, make_record(at_ms=BASE_AT_MS), "inst")])
     assert FinishedRequest.objects.count() == 1
+    assert not RollupDelta.objects.exists()
     assert not Rollup.objects.exists()
 
 
@@ -300,13 +312,13 @@ def test_a_batch_is_tallied_before_its_transaction_takes_any_lock(
     # The archive's insert takes the commit-order lock the fleet's writers wait for:
     # the rollups' Python work is done before the batch's transaction begins.
     depths: list[int] = []
-    tally = rollups.cells_of
+    tally = rollups.minute_cells
 
     def counted(records: Any) -> Any:
         depths.append(len(connection.savepoint_ids))
         return tally(records)
 
-    monkeypatch.setattr(rollups, "cells_of", counted)
+    monkeypatch.setattr(rollups, "minute_cells", counted)
     outside = len(connection.savepoint_ids)
     items = [Pending(i, make_record(at_ms=BASE_AT_MS + i), "inst") for i in range(3)]
     assert write_batch(items).inserted == 3
@@ -451,10 +463,62 @@ def test_the_arrays_bound_in_binary_leave_no_prepared_statement_and_fail_as_djan
     assert group_rows().get(span_s=60).requests == 8
     assert_rollups_match_archive()
     with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE ferrox_stats_rollup ADD CONSTRAINT few CHECK (requests < 9)")
+        cursor.execute(
+            "ALTER TABLE ferrox_stats_rollupdelta ADD CONSTRAINT few CHECK (requests < 2)"
+        )
     with pytest.raises(IntegrityError):
-        write_batch([Pending(9, make_record(at_ms=at), "i")])
+        write_batch([Pending(n, make_record(at_ms=at), "i") for n in (9, 10)])
     assert FinishedRequest.objects.count() == 8  # the batch's transaction rolled back
+
+
+def test_a_batch_writes_its_minute_cells_as_deltas_and_a_fold_moves_them() -> None:
+    at = BASE_AT_MS - BASE_AT_MS % 60_000
+    items = [
+        Pending(i, make_record(at_ms=at + i * 20_000, model=f"m{i % 2}"), "i") for i in range(6)
+    ]
+    write_batch(items)
+    # Two minutes x two models, level 0 only: no rollup row is touched by the batch.
+    assert RollupDelta.objects.count() == 4
+    assert not Rollup.objects.exists()
+    assert fold("default") == 4
+    assert not RollupDelta.objects.exists()
+    assert fold("default") == 0
+    assert_rollups_match_archive()
+
+
+def test_a_fold_that_fails_leaves_its_deltas_for_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ferrox_stats.archive import fold as folding
+
+    write_batch([Pending(i, make_record(at_ms=BASE_AT_MS + i), "i") for i in range(3)])
+    real = folding.upsert
+
+    def lost(cells: Any, using: str) -> None:
+        real(cells, using)  # the rollups written, then the connection lost
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(folding, "upsert", lost)
+    with pytest.raises(OperationalError):
+        fold("default")
+    assert RollupDelta.objects.count() == 1 and not Rollup.objects.exists()
+    monkeypatch.setattr(folding, "upsert", real)
+    assert fold("default") == 1
+    assert_rollups_match_archive()
+    assert group_rows().get(span_s=60).requests == 3
+
+
+def test_a_rebuild_drops_the_deltas_of_the_hours_it_sums_again() -> None:
+    at = BASE_AT_MS - BASE_AT_MS % 3600_000
+    write_batch([Pending(i, make_record(at_ms=at + i * 600_000), "i") for i in range(12)])
+    assert RollupDelta.objects.exists()  # not folded: the rebuild's rows count them
+    rebuild(
+        datetime.fromtimestamp(at / 1000, UTC),
+        datetime.fromtimestamp((at + 3600_000) / 1000, UTC),
+        "default",
+    )
+    # The first hour's deltas went with its rollups; the second's are folded later.
+    buckets = {datetime_to_at_ms(d.bucket) // 3600_000 for d in RollupDelta.objects.all()}
+    assert buckets == {at // 3600_000 + 1}
+    assert_rollups_match_archive()
 
 
 def _in_thread(target: Any) -> threading.Thread:
@@ -569,9 +633,51 @@ def test_writers_on_their_own_connections_lose_no_update() -> None:
 
         return run
 
+    done = threading.Event()
+    folds: list[int | None] = []
+
+    def folder() -> None:
+        # Two folders as the writers write: each delta folded once, whoever takes it.
+        try:
+            while not done.is_set():
+                folds.append(fold("default", wait=False, limit=7))
+        except BaseException as exc:
+            errors.append(exc)
+
+    folders = [_in_thread(folder) for _ in range(2)]
     threads = [_in_thread(writer(batches[w::3])) for w in range(3)]
     for thread in threads:
         thread.join(120)
+    done.set()
+    for thread in folders:
+        thread.join(120)
     assert not errors, errors
+    assert any(folds), "no fold took any delta while the writers wrote"
     assert FinishedRequest.objects.count() == 240
+    assert_rollups_match_archive()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the fold's advisory lock")
+@pytest.mark.django_db(transaction=True)
+def test_a_fold_that_need_not_wait_leaves_the_deltas_to_the_fold_holding_the_lock() -> None:
+    from ferrox_stats.archive.fold import locked
+
+    write_batch([Pending(1, make_record(at_ms=BASE_AT_MS), "i")])
+    holding, release = threading.Event(), threading.Event()
+
+    def other_fold() -> None:
+        with transaction.atomic():
+            locked("default")
+            holding.set()
+            assert release.wait(30)
+
+    thread = _in_thread(other_fold)
+    try:
+        assert holding.wait(30)
+        assert fold("default", wait=False) is None
+        assert RollupDelta.objects.count() == 1
+    finally:
+        release.set()
+        thread.join(60)
+    assert fold("default", wait=False) == 1
     assert_rollups_match_archive()

@@ -14,12 +14,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ferrox_stats.archive.batch import write_batch
+from ferrox_stats.archive.fold import fold
 from ferrox_stats.archive.rows import Pending, outcome
 from ferrox_stats.archive.usage import DIMENSIONS, usage
 from ferrox_stats.core.distribution import RELATIVE_ERROR
 from ferrox_stats.core.rollup import TIMES
 from ferrox_stats.core.summary import nearest_rank
-from ferrox_stats.models import FinishedRequest, Rollup
+from ferrox_stats.models import FinishedRequest, Rollup, RollupDelta
 from tests.factories import BASE_AT_MS, make_record
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rollups_on")]
@@ -33,7 +34,18 @@ def at(delta: timedelta) -> int:
 
 
 def archive(*records: object) -> None:
+    """A batch archived, and its rollup deltas folded (as the writer soon would)."""
     write_batch([Pending(None, record, "inst") for record in records])  # type: ignore[arg-type]
+    fold("default")
+
+
+def test_an_answer_counts_every_batch_committed_before_it_folded_or_not() -> None:
+    archive(make_record(at_ms=at(MINUTE), model="a"))
+    write_batch([Pending(None, make_record(at_ms=at(2 * MINUTE), model="a"), "inst")])
+    assert RollupDelta.objects.count() == 1  # not folded yet
+    answer = usage(START, START + HOUR, bucket="hour", group_by=["model"])
+    assert [row.tally.requests for row in answer.rows] == [2]
+    assert not RollupDelta.objects.exists()  # the answer folded it first
 
 
 def test_grouped_by_model_per_hour() -> None:

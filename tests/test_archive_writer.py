@@ -14,9 +14,9 @@ from django.db import OperationalError, connection
 from ferrox_stats import live
 from ferrox_stats.archive import writer as writer_module
 from ferrox_stats.archive.writer import ArchiveHealth, ArchiveWriter
-from ferrox_stats.models import DeadLetter, FinishedRequest
+from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup, RollupDelta
 from tests.conftest import FakeClock
-from tests.factories import make_record
+from tests.factories import BASE_AT_MS, make_record
 
 
 def assert_identity(health: ArchiveHealth) -> None:
@@ -142,6 +142,87 @@ def test_what_is_left_at_the_shutdown_deadline_is_counted_as_dropped(
     health = writer.health()
     assert (health.pending, health.dropped) == (0, {"shutdown_deadline": 5})
     assert_identity(health)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("rollups_on")
+def test_the_writer_folds_its_rollup_deltas_at_most_every_fold_s() -> None:
+    clock = FakeClock()
+    writer = ArchiveWriter(batch_size=4, fold_s=5.0, autostart=False, monotonic=clock.monotonic)
+    assert writer.fold_if_due() is None  # nothing written: no fold
+    writer.submit(0, make_record(at_ms=BASE_AT_MS))
+    writer.flush_once()
+    assert writer.fold_if_due() == 1  # its first: at once
+    writer.submit(1, make_record(at_ms=BASE_AT_MS + 1))
+    writer.flush_once()
+    clock.advance(4.9)
+    assert writer.fold_if_due() is None
+    assert RollupDelta.objects.count() == 1
+    clock.advance(0.1)
+    assert writer.fold_if_due() == 1
+    assert not RollupDelta.objects.exists()
+    assert writer.fold_if_due(now=True) is None  # nothing of its own left
+    assert Rollup.objects.get(span_s=60, level=0).requests == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("rollups_on")
+def test_a_fold_that_fails_is_logged_and_the_batches_go_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def unreachable(using: str, wait: bool = True) -> int | None:
+        raise OperationalError("could not connect to server")
+
+    real = writer_module.fold
+    monkeypatch.setattr(writer_module, "fold", unreachable)
+    clock = FakeClock()
+    writer = ArchiveWriter(batch_size=4, fold_s=5.0, autostart=False, monotonic=clock.monotonic)
+    writer.submit(0, make_record(at_ms=BASE_AT_MS))
+    writer.flush_once()
+    assert writer.fold_if_due() is None
+    assert "rollup fold failed" in caplog.text
+    writer.submit(1, make_record(at_ms=BASE_AT_MS + 1))
+    assert writer.flush_once() == 1  # the batches go on
+    assert writer.health().persisted == 2
+    monkeypatch.setattr(writer_module, "fold", real)
+    assert writer.fold_if_due() is None  # retried after fold_s, not at once
+    clock.advance(5.0)
+    assert writer.fold_if_due() == 2  # nothing was lost meanwhile
+    assert Rollup.objects.get(span_s=60, level=0).requests == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("rollups_on")
+def test_the_background_thread_folds_what_it_wrote_once_it_is_idle() -> None:
+    writer = ArchiveWriter(instance="inst", batch_size=5, interval_s=0.05, fold_s=3600)
+
+    def folded(requests: int) -> bool:
+        # Waits on a condition (every delta folded), polled, never on a time.
+        done = threading.Event()
+        for _ in range(3000):
+            try:
+                minute = Rollup.objects.filter(span_s=60, level=0).first()
+                pending = RollupDelta.objects.exists()
+            except OperationalError:  # the test's shared-cache SQLite: a table locked
+                pending, minute = True, None
+            if not pending and minute and minute.requests == requests:
+                done.set()
+                break
+            done.wait(0.01)
+        return done.is_set()
+
+    try:
+        for seq in range(3):
+            writer.submit(seq, make_record(at_ms=BASE_AT_MS + seq))
+        assert writer.wait_until_drained(timeout_s=30)
+        assert folded(3)  # its first fold: right after the batch
+        for seq in range(3, 5):
+            writer.submit(seq, make_record(at_ms=BASE_AT_MS + seq))
+        assert writer.wait_until_drained(timeout_s=30)
+        # Within fold_s of the last: folded once the writer has nothing more to write.
+        assert folded(5), "the idle writer never folded its deltas"
+    finally:
+        writer.close(deadline_s=30)
 
 
 @pytest.mark.django_db(transaction=True)

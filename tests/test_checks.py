@@ -78,6 +78,7 @@ def test_max_page_equal_to_the_ring_is_fine(settings: Any) -> None:
         {"ARCHIVE_FLUSH_INTERVAL_S": 0},
         {"ARCHIVE_RETRY_MAX_S": "30"},
         {"ARCHIVE_SHUTDOWN_DEADLINE_S": -1.0},
+        {"ROLLUP_FOLD_S": 0},
         {"TOKEN_CACHE_S": -1},
         {"TOKEN_CACHE_S": "5"},
         {"TOKEN_STALE_S": -1},

@@ -15,9 +15,16 @@ from django.db.migrations.executor import MigrationExecutor
 
 from ferrox_stats import tokens
 from ferrox_stats.archive.batch import write_batch
+from ferrox_stats.archive.fold import fold
 from ferrox_stats.archive.rows import Pending
 from ferrox_stats.models import FinishedRequest
 from tests.factories import BASE_AT_MS, archive, make_record
+
+
+def archived(items: list[Pending]) -> None:
+    """A batch written, and its rollup deltas folded (as the writer soon would)."""
+    write_batch(items)
+    fold("default")
 
 
 @pytest.fixture(autouse=True)
@@ -267,7 +274,7 @@ def test_0015_merges_the_rollups_written_before_it_as_the_writer_merges_them(
         )
         for n in range(20)
     ]
-    write_batch([Pending(None, r, "inst") for r in records])
+    archived([Pending(None, r, "inst") for r in records])
     written = stored()
     assert {key[2] for key in written} == set(range(11))  # 3-10 made again by 0019, 0020
 
@@ -308,7 +315,7 @@ def test_0016_moves_the_known_abort_reasons_into_their_columns_and_back(
         2,
     )
     reasons = ("timeout", "client_disconnect", "explicit", "preempted", None)
-    write_batch(
+    archived(
         [
             Pending(
                 None,
@@ -367,7 +374,7 @@ def test_0016_moves_the_known_abort_reasons_into_their_columns_and_back(
 def test_0017_makes_the_day_rows_and_percentiles_the_writer_makes() -> None:
     from ferrox_stats.models import Rollup
 
-    write_batch(
+    archived(
         [
             Pending(
                 None,
@@ -428,7 +435,7 @@ def test_the_level_migrations_make_the_rows_the_writer_makes(
     # Pages of five rows, cells upserted five at a time: a cell written by one flush
     # is merged into by the next.
     monkeypatch.setattr(importlib.import_module(f"ferrox_stats.migrations.{migration}"), "CHUNK", 5)
-    write_batch(
+    archived(
         [
             Pending(
                 None,

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from ferrox_stats.archive import retention
+from ferrox_stats.archive.fold import fold
 from ferrox_stats.archive.retention import (
     ADVISORY_LOCK_KEY,
     PruneAlreadyRunning,
@@ -25,7 +26,7 @@ from ferrox_stats.archive.retention import (
     prune,
 )
 from ferrox_stats.archive.rows import datetime_to_at_ms
-from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup
+from ferrox_stats.models import DeadLetter, FinishedRequest, Rollup, RollupDelta
 from tests.factories import archive, make_record
 
 CUTOFF = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
@@ -497,6 +498,16 @@ def rollups_at(*moments: datetime) -> None:
 
     records = [make_record(at_ms=datetime_to_at_ms(moment)) for moment in moments]
     write_batch([Pending(None, record, "inst") for record in records])
+    fold("default")
+
+
+def rollups_at_unfolded(*moments: datetime) -> None:
+    """Archive a record at each moment, its rollups left as deltas."""
+    from ferrox_stats.archive.batch import write_batch
+    from ferrox_stats.archive.rows import Pending
+
+    records = [make_record(at_ms=datetime_to_at_ms(moment)) for moment in moments]
+    write_batch([Pending(None, record, "inst") for record in records])
 
 
 def rollup_buckets(span: int) -> list[datetime]:
@@ -528,6 +539,22 @@ def test_prune_rollups_deletes_each_width_before_its_cutoff_oldest_first_in_batc
     assert rollup_buckets(3600) == [cutoff]
     with pytest.raises(ValueError, match="aware"):
         prune_rollups({60: cutoff.replace(tzinfo=None)}, batch_size=1)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("rollups_on")
+def test_prune_rollups_folds_the_deltas_first_so_none_makes_a_pruned_row_again() -> None:
+    from ferrox_stats.archive.retention import prune_rollups
+
+    cutoff = datetime(2026, 1, 10, tzinfo=UTC)
+    rollups_at_unfolded(cutoff - timedelta(minutes=3), cutoff)
+    assert RollupDelta.objects.count() == 2 and not Rollup.objects.exists()
+    # The dry run counts what the prune deletes: the deltas' rows too.
+    assert prune_rollups({60: cutoff}, batch_size=100, dry_run=True).deleted == {60: 11}
+    assert prune_rollups({60: cutoff}, batch_size=100).deleted == {60: 11}
+    fold("default")
+    assert rollup_buckets(60) == [cutoff]
+    assert not RollupDelta.objects.exists()
 
 
 @pytest.mark.django_db

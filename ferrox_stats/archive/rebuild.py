@@ -27,6 +27,7 @@ from typing import Any
 from django.db import connections, transaction
 
 from ..core.requests import Record
+from .fold import locked as fold_locked
 from .rollups import DAY, cells_of, days_from_hours, upsert
 from .rows import record_from_values
 
@@ -68,7 +69,7 @@ def rebuild(
 ) -> RebuildResult:
     """Replace the rollups of ``[since, until)`` (aware datetimes, widened to whole hours)
     with sums of the archived rows; ``progress(hour, rows)`` after each hour."""
-    from ..models import COMMIT_LOCK_KEY, FinishedRequest, Rollup
+    from ..models import COMMIT_LOCK_KEY, FinishedRequest, Rollup, RollupDelta
 
     if since.tzinfo is None or until.tzinfo is None:
         raise ValueError("since and until must be aware datetimes")
@@ -86,6 +87,10 @@ def rebuild(
     hour = first
 
     def locked() -> None:
+        # The fold lock first (no fold adds deltas to the rollups being rewritten),
+        # then the commit-order lock (no batch is half-way through); a batch never
+        # takes the fold lock, a fold never the commit-order lock: no cycle.
+        fold_locked(using)
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [COMMIT_LOCK_KEY])
@@ -97,6 +102,10 @@ def rebuild(
             # day's hours once they are all rebuilt (below).
             in_hour = Rollup.objects.using(using).filter(bucket__gte=hour, bucket__lt=hour + HOUR)
             in_hour.exclude(span_s=DAY).delete()
+            # The hour's unfolded deltas sum rows summed again below.
+            RollupDelta.objects.using(using).filter(
+                bucket__gte=hour, bucket__lt=hour + HOUR
+            ).delete()
             values = (
                 archive.filter(finished_at__gte=hour, finished_at__lt=hour + HOUR)
                 .order_by()

@@ -28,6 +28,7 @@ from typing import Any
 from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.models import Q
 
+from .fold import fold
 from .partitions import Partition, detach, detached, drop_detached, partitions
 
 # Milliseconds one prune statement may run / wait for a lock before it fails; a batch
@@ -230,6 +231,9 @@ def prune_rollups(
         raise ValueError("cutoffs must be aware datetimes")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+    # The deltas first: folded after, an old one would make a pruned row again (and a
+    # dry run counts what a prune would delete).
+    fold(using)
     old = {
         span: Rollup.objects.using(using).filter(span_s=span, bucket__lt=cutoff)
         for span, cutoff in sorted(cutoffs.items())

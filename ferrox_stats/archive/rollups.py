@@ -1,9 +1,13 @@
 """Rollups kept as records are archived: ``add`` (in the batch's transaction), ``upsert``.
 
-``archive.batch.write_batch`` calls ``add`` with exactly the records it inserted, inside
-the transaction that inserts them: duplicates and dead letters never count, a batch
-that fails to commit takes its rollups with it, and a rollup never disagrees with the
-rows it sums. Every feeder (tracker, pass-through, ingest) archives through it.
+``archive.batch.write_batch`` calls ``add`` (or ``prepared`` then ``write``) with exactly
+the records it inserted, inside the transaction that inserts them: duplicates and dead
+letters never count, a batch that fails to commit takes its rollups with it, and the
+rollups with the deltas not yet folded never disagree with the rows they sum. Every
+feeder (tracker, pass-through, ingest) archives through it. A batch writes its
+records' level-0 minute cells as deltas (``models.RollupDelta``), rows of its own that
+no other writer touches; ``archive/fold.py`` adds them to the rollup rows below
+(``upsert``) a few times a minute and before every usage answer.
 
 Each record is counted in its minute and in its hour (``models.Rollup``), under its
 group ``(model, route, replica, via_api_key, outcome)``; ``outcome`` is the archive's
@@ -22,22 +26,23 @@ priced answer by one label sums (each model's tokens at the model's price).
 They are cells like the others: written in the same statement, lock order and
 transaction, deleted and rebuilt with them.
 
-Concurrency (several processes and hosts, one PostgreSQL). A batch's cells are written
-in one order every writer shares, ``(span, bucket, group digest)``:
+Concurrency (several processes and hosts, one PostgreSQL). Batches only insert deltas,
+so they never wait on each other's rollup rows; the folds, rebuilds and migrations that
+``upsert`` write a set of cells in one order every writer shares, ``(span, bucket,
+group digest)``:
 
 1. one ``INSERT … ON CONFLICT DO UPDATE`` (on PostgreSQL of fixed text, the cells as
    one array per column, ``unnest``-ed in order) adds the counters (no lost update: each
    row's update runs on its latest committed version, under its row lock) and creates
-   a missing row with the batch's distributions; ``RETURNING`` hands back each row's
+   a missing row with the cells' distributions; ``RETURNING`` hands back each row's
    counters and its stored distributions, read under that lock;
-2. a row that existed before (its request count is above the batch's) has its
+2. a row that existed before (its request count is above the cell's) has its
    distributions merged in Python and written back by id while the lock is still held
    (on PostgreSQL in one ``UPDATE … FROM unnest``).
 
-Locks are taken in that one order, so two batches never wait on each other in a cycle
-(no deadlock). On PostgreSQL the archive's commit-order trigger (migration 0006) already
-serialises archive batches; the order keeps rollups correct without relying on it (a
-rebuild, or a future writer that inserts no archive row). SQLite serialises writers.
+Locks are taken in that one order, so two writers never wait on each other in a cycle
+(no deadlock); the fold lock (``archive/fold.py``) also keeps a fold from running beside
+another or beside a rebuild. SQLite serialises writers.
 """
 
 from __future__ import annotations
@@ -59,18 +64,24 @@ __all__ = [
     "COUNTED_LEVELS",
     "COUNTERS",
     "DAY",
+    "DELTA_COLUMNS",
+    "DELTA_TABLE",
     "GROUP_FIELDS",
     "LEVELS",
     "PERCENTILES",
     "SPANS",
     "Cell",
+    "Deltas",
     "Group",
     "add",
+    "cells_from_minutes",
     "cells_of",
     "collapsed",
     "day_cells",
     "days_from_hours",
     "group_key",
+    "merged_levels",
+    "minute_cells",
     "percentiles_text",
     "prepared",
     "stored_tally",
@@ -174,8 +185,8 @@ def group_key(group: Group, level: int = 0) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
-    """The records summed per minute and hour cell."""
+def minute_cells(records: Iterable[Record]) -> dict[Cell, Tally]:
+    """The records summed per minute and group (level 0): what a batch's deltas hold."""
     records = list(records)
     groups = cast(
         list[Group],
@@ -190,60 +201,78 @@ def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
             )
         ),
     )
-    at = cast(list[int], [r.at_ms for r in records])  # archived: never None
-    # A batch of one minute's records (most are: a writer flushes every second or so)
-    # tallies its minutes alone; its hours and days are those same tallies (below).
     minute_ms = SPANS[0] * 1000
-    one_minute = bool(at) and min(at) // minute_ms == max(at) // minute_ms
-    cells: dict[Cell, Tally] = {}
-    for span in SPANS[:1] if one_minute else SPANS:
-        span_ms = span * 1000
-        keys: list[Cell] = [
-            (span, t - t % span_ms, 0, group) for t, group in zip(at, groups, strict=True)
-        ]
-        tallies = Tally.grouped(keys, records)
-        if tallies is None:
-            # A value add() leaves out (out of range, not a number): one at a time.
-            tallies = {}
-            for key, record in zip(keys, records, strict=True):
-                tally = tallies.get(key)
-                if tally is None:
-                    tally = tallies[key] = Tally()
-                tally.add(record)
-        cells.update(tallies)
+    keys: list[Cell] = [
+        (SPANS[0], t - t % minute_ms, 0, group)
+        for t, group in zip(
+            cast(list[int], [r.at_ms for r in records]),  # archived: never None
+            groups,
+            strict=True,
+        )
+    ]
+    cells = Tally.grouped(keys, records)
+    if cells is None:
+        # A value add() leaves out (out of range, not a number): one at a time.
+        cells = {}
+        for key, record in zip(keys, records, strict=True):
+            tally = cells.get(key)
+            if tally is None:
+                tally = cells[key] = Tally()
+            tally.add(record)
     for (_, _, _, group), tally in cells.items():
         if group[4] == "error":
             tally.errors = tally.requests
         elif group[4] == "aborted":
             tally.aborted = tally.requests
-    cells.update(merged_levels(cells))
-    if one_minute:
-        cells.update(_coarser_buckets(cells))
     return cells
 
 
-def _coarser_buckets(minutes: dict[Cell, Tally]) -> dict[Cell, Tally]:
-    """The hour and day cells of a batch whose records all fall in one minute: each
-    sums exactly its minute cell's records, in the same order, so each is that cell's
-    tally, shared (the same additions would make an equal one; nothing changes a
-    batch's tallies once they are made). Levels above 0 only have days, as in
-    ``merged_levels``."""
-    hour = SPANS[1]
+def cells_of(records: Iterable[Record]) -> dict[Cell, Tally]:
+    """The records summed per minute, hour and day cell of every level."""
+    return cells_from_minutes(minute_cells(records))
+
+
+def cells_from_minutes(minutes: dict[Cell, Tally]) -> dict[Cell, Tally]:
+    """Every cell the level-0 minute cells ``minutes`` add to: themselves, their merged
+    levels (``merged_levels``), and each of those summed into its hour, and at the
+    merged levels into its UTC day. A coarser cell that sums a single finer one (a
+    fold of one minute's batches, the usual case) is that cell's tally, shared: the
+    same additions would make an equal one, and nothing changes a tally once made."""
+    cells = dict(minutes)
+    cells.update(merged_levels(minutes))
+    hours = _coarser(cells, SPANS[1])
+    cells.update(hours)
+    cells.update(_coarser({key: tally for key, tally in hours.items() if key[2]}, DAY))
+    return cells
+
+
+def _coarser(cells: dict[Cell, Tally], span: int) -> dict[Cell, Tally]:
+    """``cells`` summed per bucket of ``span`` seconds (a lone one shared)."""
+    span_ms = span * 1000
+    into: dict[Cell, list[Tally]] = {}
+    for (_, start, level, group), tally in cells.items():
+        key = (span, start - start % span_ms, level, group)
+        found = into.get(key)
+        if found is None:
+            into[key] = [tally]
+        else:
+            found.append(tally)
     coarser: dict[Cell, Tally] = {}
-    for (_, start, level, group), tally in minutes.items():
-        coarser[(hour, start - start % (hour * 1000), level, group)] = tally
-        if level:
-            coarser[(DAY, start - start % (DAY * 1000), level, group)] = tally
+    for key, tallies in into.items():
+        if len(tallies) == 1:
+            coarser[key] = tallies[0]
+            continue
+        summed = coarser[key] = Tally()
+        add = Tally.merge_counters if key[2] in COUNTED_LEVELS else Tally.merge
+        for tally in tallies:
+            add(summed, tally)
     return coarser
 
 
 def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
-    """The level-0 ``cells`` merged at each coarser level (``LEVELS``): per minute and
-    hour, and each hour's per ``DAY`` too (from the merged hours: a merge per merged
-    hour, not per group's hour, ten levels over). ``COUNTED_LEVELS`` sum the counters
-    alone."""
+    """The level-0 ``cells`` merged at each coarser level (``LEVELS``), per the same
+    bucket. ``COUNTED_LEVELS`` sum the counters alone."""
     merged: dict[Cell, Tally] = {}
-    day_ms = DAY * 1000
     for (span, start, level, group), tally in cells.items():
         if level != 0:
             continue
@@ -253,15 +282,6 @@ def merged_levels(cells: dict[Cell, Tally]) -> dict[Cell, Tally]:
             if into is None:
                 into = merged[key] = Tally()
             add(into, tally)
-    days: dict[Cell, Tally] = {}
-    for (span, start, level, group), tally in merged.items():
-        if span == 3600:
-            key = (DAY, start - start % day_ms, level, group)
-            into = days.get(key)
-            if into is None:
-                into = days[key] = Tally()
-            into.merge(tally)
-    merged.update(days)
     return merged
 
 
@@ -328,28 +348,74 @@ def stored_tally(row: Any) -> Tally:
     )
 
 
+Deltas = list[tuple[Any, ...]]
+"""A batch's delta rows (``prepared``): each level-0 minute cell's column values."""
+DELTA_TABLE = "ferrox_stats_rollupdelta"
+DELTA_COLUMNS = ("bucket", *GROUP_FIELDS, *COUNTERS, *_TEXTS)
+"""A ``models.RollupDelta`` row's columns but its id, in ``prepared``'s order."""
+
+
+def prepared(records: Sequence[Record], using: str) -> Deltas:
+    """What ``write`` inserts for ``records``: their level-0 minute cells, each as a
+    delta row's values. A writer prepares its batch before its transaction, so that
+    none of this Python runs while it holds the archive's commit-order lock, which
+    every other writer of the fleet waits for."""
+    adapt = connections[using].ops.adapt_datetimefield_value
+    return [
+        (
+            adapt(at_ms_to_datetime(start)),
+            *group,
+            tally.requests,
+            tally.prompt_tokens,
+            tally.completion_tokens,
+            tally.cached_tokens,
+            tally.out_of_range,
+            tally.errors,
+            tally.aborted,
+            *tally.known_aborts(),
+            *tally.texts(known_aborts=False),
+        )
+        for (_, start, _, group), tally in minute_cells(records).items()
+    ]
+
+
+def write(deltas: Deltas, using: str) -> None:
+    """Insert a batch's delta rows (``prepared``), in the caller's transaction: rows of
+    their own, no conflict and no row another writer holds (``archive/fold.py`` adds
+    them to the rollups)."""
+    if not deltas:
+        return
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            _binary(connection, cursor, _UNNEST_DELTAS, deltas)
+            return
+        for lo in range(0, len(deltas), CHUNK):
+            part = deltas[lo : lo + CHUNK]
+            row = "(" + ", ".join(["%s"] * len(DELTA_COLUMNS)) + ")"
+            cursor.execute(
+                f"INSERT INTO {DELTA_TABLE} ({', '.join(DELTA_COLUMNS)}) VALUES "
+                + ", ".join([row] * len(part)),
+                [value for values in part for value in values],
+            )
+
+
 def add(records: Sequence[Record], using: str) -> None:
-    """Add ``records`` (just archived, in this transaction) to the rollups."""
+    """Add ``records`` (just archived, in this transaction) to the rollups: as deltas."""
     if records:
-        upsert(cells_of(records), using)
+        write(prepared(records, using), using)
+
+
+def upsert(cells: dict[Cell, Tally], using: str) -> None:
+    """Add each tally to its cell's row (created if missing), in the shared lock order:
+    each added to its row, created if missing; a row that existed has its
+    distributions merged under its lock. For a fold, a rebuild, a migration."""
+    _write_chunks(_chunks(cells, using), using)
 
 
 Chunk = tuple[list[tuple[Any, ...]], dict[tuple[int, Any, str], tuple[Tally, int]]]
 """A statement's cells: their rows of column values, in the lock order, and each cell's
 tally and level by ``(span, adapted bucket, group digest)`` (to merge what it returns)."""
-
-
-def prepared(records: Sequence[Record], using: str) -> list[Chunk]:
-    """What ``add`` would write for ``records``, computed and not written: a writer
-    prepares its batch before its transaction, so that none of this Python runs while
-    it holds the archive's commit-order lock, which every other writer of the fleet
-    waits for (``write`` it once exactly these records were inserted)."""
-    return _chunks(cells_of(records), using) if records else []
-
-
-def upsert(cells: dict[Cell, Tally], using: str) -> None:
-    """Add each tally to its cell's row (created if missing), in the shared lock order."""
-    write(_chunks(cells, using), using)
 
 
 def _chunks(cells: dict[Cell, Tally], using: str) -> list[Chunk]:
@@ -404,9 +470,7 @@ def _chunks(cells: dict[Cell, Tally], using: str) -> list[Chunk]:
     return chunks
 
 
-def write(chunks: list[Chunk], using: str) -> None:
-    """Write prepared cells (``prepared``, ``upsert``): each added to its row, created if
-    missing; a row that existed has its distributions merged under its lock."""
+def _write_chunks(chunks: list[Chunk], using: str) -> None:
     connection = connections[using]
     adapt = connection.ops.adapt_datetimefield_value
     arrays = connection.vendor == "postgresql"
@@ -465,6 +529,16 @@ _UNNEST_UPSERT = (
     + f") WITH ORDINALITY AS cell ({', '.join(_COLUMNS)}, n) ORDER BY n"
     + _CONFLICT
     + _RETURNING
+)
+_DELTA_ARRAY_TYPES = (
+    "timestamptz",
+    *("varchar",) * len(GROUP_FIELDS),
+    *("bigint",) * len(COUNTERS),
+    *("text",) * len(_TEXTS),
+)
+_UNNEST_DELTAS = (
+    f"INSERT INTO {DELTA_TABLE} ({', '.join(DELTA_COLUMNS)}) "
+    f"SELECT * FROM unnest({', '.join(f'%b::{t}[]' for t in _DELTA_ARRAY_TYPES)})"
 )
 _UNNEST_UPDATE = (
     f"UPDATE {TABLE} SET {', '.join(f'{c} = merged.{c}' for c in _WRITTEN)} "

@@ -32,8 +32,10 @@ from itertools import islice, repeat
 
 from django.db import connections
 
+from ..conf import conf
 from ..core.requests import Record
 from .batch import write_batch
+from .fold import fold
 from .retry import PROBE, RETRY, Retry
 from .rows import Pending
 
@@ -74,6 +76,7 @@ class ArchiveWriter:
         retry_max_s: float = 30.0,
         probe_s: float = 1.0,
         shutdown_deadline_s: float = 10.0,
+        fold_s: float = 5.0,
         monotonic: Callable[[], float] = time.monotonic,
         autostart: bool = True,
     ) -> None:
@@ -85,6 +88,7 @@ class ArchiveWriter:
         self.retry_max_s = retry_max_s
         self.probe_s = probe_s
         self.shutdown_deadline_s = shutdown_deadline_s
+        self.fold_s = fold_s
         self._monotonic = monotonic
         # Tests drive flush_once()/drain() themselves with autostart=False.
         self.autostart = autostart
@@ -103,6 +107,10 @@ class ArchiveWriter:
         self._dropped: dict[str, int] = {}
         self._failed_attempts = 0
         self._last_error: str | None = None
+        # Rollup deltas this writer committed that no fold of its own has taken yet
+        # (another process's fold may have), and when it last folded.
+        self._unfolded = False
+        self._folded_at: float | None = None
 
     # -- the request path ------------------------------------------------------------
 
@@ -173,6 +181,7 @@ class ArchiveWriter:
             with self._lock:
                 # Only this writer removes from the head, so these are the batch's items.
                 self._queue.drop_head(len(batch))
+                self._unfolded = self._unfolded or bool(result.inserted and conf.ROLLUPS)
                 self._persisted += result.inserted + result.duplicates
                 self._duplicates += result.duplicates
                 self._dead_lettered += len(result.dead)
@@ -186,6 +195,33 @@ class ArchiveWriter:
                     reason,
                 )
             return len(batch)
+
+    def fold_if_due(self, *, now: bool = False) -> int | None:
+        """Fold the rollup deltas (``archive/fold.py``) if this writer left some and
+        ``fold_s`` passed since it last folded (or ``now``), unless another process is
+        folding; return how many it folded (``None``: it did not fold). A fold that
+        fails is logged and left to the next: the deltas wait in their table, and the
+        batches go on."""
+        if not self._unfolded:
+            return None
+        at = self._monotonic()
+        if not now and self._folded_at is not None and at - self._folded_at < self.fold_s:
+            return None
+        try:
+            folded = fold(self.using, wait=False)
+        except Exception:
+            logger.warning("ferrox_stats: rollup fold failed; it is retried", exc_info=True)
+            self._folded_at = at
+            connection = connections[self.using]
+            if not connection.in_atomic_block:
+                connection.close()
+            return None
+        if folded is not None:
+            # Another process folding (None) may have started before this writer's
+            # last batch committed: then this one folds at its next chance.
+            self._unfolded = False
+            self._folded_at = at
+        return folded
 
     def wait_until_drained(self, timeout_s: float) -> bool:
         """Block until the queue is empty (written by whoever writes), at most ``timeout_s``."""
@@ -241,8 +277,11 @@ class ArchiveWriter:
                         self._wake.wait(self.interval_s)
                     idle = not self._queue
                 if idle:
-                    # A whole interval with nothing to write: give the connection back,
-                    # so an idle process holds none (a test database can be dropped).
+                    # A whole interval with nothing to write: fold what this writer
+                    # left, then give the connection back, so an idle process holds
+                    # none (a test database can be dropped).
+                    if self._unfolded:
+                        self.fold_if_due(now=True)
                     self._close_connection()
                     continue
             if self._stopping.is_set():
@@ -257,6 +296,8 @@ class ArchiveWriter:
                     exc_info=True,
                 )
                 retry.failed(self._monotonic())
+                continue
+            self.fold_if_due()
         self._close_connection()
 
     def _close_connection(self) -> None:
@@ -369,8 +410,6 @@ class _Queue:
 
 def from_settings(instance: str | None = None) -> ArchiveWriter:
     """The default ``ARCHIVE_SINK``: a writer configured by ``FERROX_STATS``."""
-    from ..conf import conf
-
     return ArchiveWriter(
         instance=instance,
         using=conf.ARCHIVE_DATABASE,
@@ -379,4 +418,5 @@ def from_settings(instance: str | None = None) -> ArchiveWriter:
         interval_s=conf.ARCHIVE_FLUSH_INTERVAL_S,
         retry_max_s=conf.ARCHIVE_RETRY_MAX_S,
         shutdown_deadline_s=conf.ARCHIVE_SHUTDOWN_DEADLINE_S,
+        fold_s=conf.ROLLUP_FOLD_S,
     )

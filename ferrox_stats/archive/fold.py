@@ -1,0 +1,158 @@
+"""Moving the archive batches' rollup deltas into the rollups: ``fold``.
+
+Why deltas. A batch used to add its cells to the shared rollup rows (each minute's,
+hour's and day's totals per model, per key ...) in its own transaction, under those
+rows' locks and, on PostgreSQL, after its archive rows took the commit-order lock: a
+fleet's rollup writes ran one batch at a time, about 15-19 batches a second in all on
+a 2-core machine (docs/benchmarks.md, "Rollups in a fleet"). Now a batch inserts its
+level-0 minute cells as rows of their own (``models.RollupDelta``,
+``rollups.write``), in the transaction that archives the rows they sum, and waits on
+no other writer's rows; a fold adds many batches' deltas to the rollups at once.
+
+A fold, in one transaction:
+
+1. takes the fold lock (on PostgreSQL the transaction-scoped advisory lock
+   ``models.FOLD_LOCK_KEY``: one fold at a time in the fleet, and none while a
+   rebuild or a prune rewrites rollups; SQLite serialises writers anyway);
+2. deletes the oldest deltas, at most ``limit``, ``RETURNING`` them;
+3. sums them per minute cell (in id order), and adds those sums to the rollup rows of
+   their minute, hour and day at every level (``rollups.upsert``, in the order every
+   writer of the rollups shares).
+
+The deltas leave the table in the commit that adds them to the rollups: a fold that
+fails (a crash, a lost connection) rolls back both and the next takes them again.
+Nothing is counted twice or lost, and the rollups plus the deltas always equal the
+archive's rows (a batch's deltas commit with its rows).
+
+Who folds:
+
+- each process's archive writer thread, after its batches at most every
+  ``ROLLUP_FOLD_S`` seconds and when it has nothing left to write
+  (``wait=False``: if another process is folding, it does not wait for it);
+- every usage answer, first (``fold_pending``): an indexed look at the table when
+  nothing is pending, so that an answer counts every batch committed before it;
+- a rebuild and a prune, which also take the lock (``locked``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, cast
+
+from django.db import connections, router, transaction
+
+from ..core.rollup import Tally
+from .rollups import (
+    DELTA_COLUMNS,
+    DELTA_TABLE,
+    GROUP_FIELDS,
+    SPANS,
+    Cell,
+    Group,
+    cells_from_minutes,
+    stored_tally,
+    upsert,
+)
+from .rows import datetime_to_at_ms
+
+__all__ = ["FOLD_LIMIT", "fold", "fold_pending", "locked", "pending"]
+
+FOLD_LIMIT = 20_000
+"""Deltas per fold transaction (a backlog is folded in several): a 48-group fleet's
+minute is about 3 000 per process."""
+
+
+def locked(using: str, *, wait: bool = True) -> bool:
+    """Take the fold lock in the current transaction (PostgreSQL; elsewhere the
+    database serialises writers): whether it was taken (``wait=False``: not if another
+    transaction holds it)."""
+    from ..models import FOLD_LOCK_KEY
+
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return True
+    with connection.cursor() as cursor:
+        if wait:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [FOLD_LOCK_KEY])
+            return True
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [FOLD_LOCK_KEY])
+        return bool(cursor.fetchone()[0])
+
+
+def pending(using: str) -> bool:
+    """Whether any delta waits to be folded."""
+    from ..models import RollupDelta
+
+    return RollupDelta.objects.using(using).exists()
+
+
+def fold(using: str, *, wait: bool = True, limit: int = FOLD_LIMIT) -> int | None:
+    """Fold every delta committed before this call into the rollups, ``limit`` per
+    transaction; return how many. ``None`` when ``wait`` is false and another fold (or
+    a rebuild, a prune) holds the lock: that one folds them, or the next."""
+    folded = 0
+    while True:
+        with transaction.atomic(using=using):
+            if not locked(using, wait=wait):
+                return None
+            taken = _take(using, limit)
+            if taken:
+                upsert(_summed(taken), using)
+            folded += len(taken)
+        if len(taken) < limit:
+            return folded
+
+
+def fold_pending(using: str | None = None) -> None:
+    """Fold before reading the rollups (a usage answer): nothing but one look at the
+    deltas' table when none is pending."""
+    from ..models import RollupDelta
+
+    using = using or router.db_for_write(RollupDelta)
+    if pending(using):
+        fold(using)
+
+
+_TAKE = (
+    f"DELETE FROM {DELTA_TABLE} WHERE id IN "
+    f"(SELECT id FROM {DELTA_TABLE} ORDER BY id LIMIT %s) "
+    f"RETURNING id, {', '.join(DELTA_COLUMNS)}"
+)
+
+
+def _take(using: str, limit: int) -> list[tuple[Any, ...]]:
+    """Delete up to ``limit`` of the oldest deltas; return them, in id order."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(_TAKE, [limit])
+        rows: list[tuple[Any, ...]] = cursor.fetchall()
+    rows.sort(key=lambda row: row[0])
+    return rows
+
+
+def _at_ms(bucket: Any) -> int:
+    # PostgreSQL gives an aware datetime; SQLite what it stored, UTC and naive (as a
+    # datetime, or as its text).
+    if not isinstance(bucket, datetime):
+        bucket = datetime.fromisoformat(bucket)
+    if bucket.tzinfo is None:
+        bucket = bucket.replace(tzinfo=UTC)
+    return datetime_to_at_ms(bucket)
+
+
+def _summed(rows: list[tuple[Any, ...]]) -> dict[Cell, Tally]:
+    """The taken deltas summed per level-0 minute cell, then every cell they add to."""
+    minutes: dict[Cell, Tally] = {}
+    span = SPANS[0]
+    first_group = 1 + DELTA_COLUMNS.index(GROUP_FIELDS[0])
+    for row in rows:
+        delta = SimpleNamespace(**dict(zip(DELTA_COLUMNS, row[1:], strict=True)))
+        group = cast(Group, tuple(row[first_group : first_group + len(GROUP_FIELDS)]))
+        key = (span, _at_ms(delta.bucket), 0, group)
+        tally = stored_tally(delta)
+        into = minutes.get(key)
+        if into is None:
+            minutes[key] = tally
+        else:
+            into.merge(tally)
+    return cells_from_minutes(minutes)
