@@ -17,9 +17,9 @@ commit-order trigger and sequence of migration 0006), in batches of
   ``copy text -0006``: and with ``commit_seq``'s default (a ``nextval`` per row)
   dropped too. Both are restored after the variant. They price migration 0006.
 - ``archiver +rollups``: ``archiver`` with the usage rollups (``archive/rollups.py``,
-  kept in each batch's transaction; ``FERROX_STATS["ROLLUPS"]``, off by default)
-  switched on: what they cost the writer (``rollups: archiver ...`` line: rows/s with ÷
-  without).
+  deltas in each batch's transaction, folded as the writer's thread folds them and all
+  at the end, timed; ``FERROX_STATS["ROLLUPS"]``) switched on: what they cost the
+  writer (``rollups: archiver ...`` line: rows/s with ÷ without).
 - ``bulk_create`` (``--bulk-create``): ``FinishedRequest.objects.bulk_create``.
 
 Untimed before each variant: ``TRUNCATE`` (of the rollups too), ``CHECKPOINT`` (so no
@@ -203,10 +203,11 @@ def run(args: argparse.Namespace, url: str) -> None:
     from django.db import connection
 
     from ferrox_stats.archive import partitions
+    from ferrox_stats.archive.fold import fold
     from ferrox_stats.archive.rows import COLUMNS, Pending, at_ms_to_datetime, row_values
     from ferrox_stats.archive.writer import ArchiveWriter
     from ferrox_stats.conf import conf
-    from ferrox_stats.models import FinishedRequest, Rollup
+    from ferrox_stats.models import FinishedRequest, Rollup, RollupDelta
 
     call_command("migrate", verbosity=0)
     n, batch = args.rows, conf.ARCHIVE_BATCH_SIZE
@@ -246,12 +247,13 @@ def run(args: argparse.Namespace, url: str) -> None:
     rollup_rows: list[int] = []
     drain_s: list[float] = []
 
-    def archiver(timings: bool = True) -> tuple[float, int]:
+    def archiver(timings: bool = True, folds: bool = False) -> tuple[float, int]:
         # The queue must hold the whole run: a drop would make the figure meaningless.
         writer = ArchiveWriter(
             instance=instance,
             batch_size=batch,
             queue_max=max(n, conf.ARCHIVE_QUEUE_MAX),
+            fold_s=conf.ROLLUP_FOLD_S,
             autostart=False,
         )
         connection.ensure_connection()
@@ -262,6 +264,12 @@ def run(args: argparse.Namespace, url: str) -> None:
         for i, record in enumerate(records):
             submit(i, record)
         submitted = time.perf_counter()
+        if folds:
+            # With the rollups, as the writer's thread: a batch, then a fold of the
+            # deltas when one is due; and at the end every delta folded (timed).
+            while writer.flush_once():
+                writer.fold_if_due()
+            fold(writer.using)
         # drain() retries a failing batch silently, so failed attempts are checked too.
         emptied = writer.drain(deadline_s=600)
         end = time.perf_counter()
@@ -281,7 +289,8 @@ def run(args: argparse.Namespace, url: str) -> None:
         saved = getattr(settings, "FERROX_STATS", {})
         settings.FERROX_STATS = {**saved, "ROLLUPS": True}
         try:
-            timed = archiver(timings=False)
+            timed = archiver(timings=False, folds=True)
+            assert not RollupDelta.objects.exists()
         finally:
             settings.FERROX_STATS = saved
         rollup_rows.append(Rollup.objects.count())
@@ -365,7 +374,7 @@ def run(args: argparse.Namespace, url: str) -> None:
         # Rotate the order so no variant always follows the same neighbour.
         for name in names[r % len(names) :] + names[: r % len(names)]:
             sql(f"TRUNCATE {table} RESTART IDENTITY")
-            sql(f"TRUNCATE {rollups} RESTART IDENTITY")
+            sql(f"TRUNCATE {rollups}, {RollupDelta._meta.db_table} RESTART IDENTITY")
             sql("CHECKPOINT")
             gc.collect()
             client0 = time.process_time()

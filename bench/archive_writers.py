@@ -14,8 +14,9 @@ rollups off and then on (``ROLLUPS``), the records spread over ``--groups`` roll
 groups (``archive_write.make_records``) and dealt to the writers in turn, so that they
 write the same minutes at once, as a fleet's processes do. What it shows: how many
 rows/s the fleet's archive takes as writers are added. With rollups on, each batch also
-updates the shared merged rows (per model, in total...) under their row locks until it
-commits, on top of the commit-order lock. Each writer is a process of its own
+inserts its minute cells as rollup deltas, and the writers fold them into the shared
+rollup rows as the app's writer thread does (``archive/fold.py``); a round ends when
+every row is in the rollups, and is checked to be. Each writer is a process of its own
 (``spawn``: a fresh interpreter, its own connection).
 
 Run from the repo root::
@@ -106,8 +107,23 @@ def archived(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+def rolled_up(url: str) -> tuple[int, int]:
+    """The requests the rollups count (each minute's total), and the deltas left."""
+    with psycopg.connect(url) as conn:
+        total = conn.execute(
+            "SELECT coalesce(sum(requests), 0) FROM ferrox_stats_rollup "
+            "WHERE span_s = 60 AND level = 2"
+        ).fetchone()
+        deltas = conn.execute("SELECT count(*) FROM ferrox_stats_rollupdelta").fetchone()
+    return int(total[0]) if total else 0, int(deltas[0]) if deltas else 0
+
+
 def app_writer(url: str, rollups: bool, items: list[Any], batch: int, go: Any) -> None:
-    """One process of the fleet: ``write_batch`` of its items, a batch at a time."""
+    """One process of the fleet: the app's archive writer (``ArchiveWriter``) writing its
+    items a batch at a time, and with rollups on folding the deltas as its thread does
+    (``fold_if_due``: after a batch, at most every ``ROLLUP_FOLD_S``, unless another
+    process is folding), then once more, waiting, at the end: a round's time is until
+    every row is in the rollups."""
     import os
 
     os.environ["DATABASE_URL"] = url
@@ -118,12 +134,22 @@ def app_writer(url: str, rollups: bool, items: list[Any], batch: int, go: Any) -
     from django.conf import settings
 
     from ferrox_stats.archive.batch import write_batch
+    from ferrox_stats.archive.fold import fold
+    from ferrox_stats.archive.writer import ArchiveWriter
+    from ferrox_stats.conf import conf
 
     settings.FERROX_STATS = {**settings.FERROX_STATS, "ROLLUPS": rollups}
     write_batch(items[:1])  # connected, warm; its row is part of the count
+    writer = ArchiveWriter(
+        batch_size=batch, queue_max=len(items), fold_s=conf.ROLLUP_FOLD_S, autostart=False
+    )
+    for item in items[1:]:
+        writer.submit(item.seq, item.record, item.instance)
     go.wait()
-    for lo in range(1, len(items), batch):
-        write_batch(items[lo : lo + batch])
+    while writer.flush_once():
+        writer.fold_if_due()
+    if rollups:
+        fold(writer.using)
 
 
 def run_app(args: argparse.Namespace, url: str) -> None:
@@ -135,14 +161,14 @@ def run_app(args: argparse.Namespace, url: str) -> None:
     from ferrox_stats.archive import partitions
     from ferrox_stats.archive.rows import Pending, at_ms_to_datetime
     from ferrox_stats.conf import conf
-    from ferrox_stats.models import FinishedRequest, Rollup
+    from ferrox_stats.models import FinishedRequest, Rollup, RollupDelta
 
     call_command("migrate", verbosity=0)
     records = make_records(args.rows, groups=args.groups)
     partitions.make_days({at_ms_to_datetime(r.at_ms).date() for r in records})
     items = [Pending(i, r, "bench") for i, r in enumerate(records)]
     batch = args.batch or conf.ARCHIVE_BATCH_SIZE
-    tables = f"{FinishedRequest._meta.db_table}, {Rollup._meta.db_table}"
+    tables = ", ".join(m._meta.db_table for m in (FinishedRequest, Rollup, RollupDelta))
     context = multiprocessing.get_context("spawn")
     print(
         f"{args.rows} rows over at most {args.groups} rollup groups, write_batch in batches of "
@@ -159,10 +185,11 @@ def run_app(args: argparse.Namespace, url: str) -> None:
                     time.sleep(0.05)
 
             jobs = [(app_writer, (url, rollups, items[w::writers], batch)) for w in range(writers)]
-            seconds = [
-                timed_round(url, tables, context, jobs, args.rows, started)
-                for _ in range(args.rounds)
-            ]
+            seconds = []
+            for _ in range(args.rounds):
+                seconds.append(timed_round(url, tables, context, jobs, args.rows, started))
+                if rollups:
+                    assert rolled_up(url) == (args.rows, 0), "the rollups miss rows"
             n = args.rows - writers  # the warm-up rows are not timed
             print(
                 f"rollups {'on ' if rollups else 'off'}, {writers} writer(s): median "
