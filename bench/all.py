@@ -66,6 +66,9 @@ BENCHES: dict[str, Bench] = {
     "archive_writers": Bench(
         "archive_writers.py", "--rows 10000 --rounds 1 --writers 1 2", r"writer\(s\)", "PostgreSQL"
     ),
+    "rollup_fold": Bench(
+        "rollup_fold.py", "--deltas 500 2000 --rounds 2", r"deltas pending", "PostgreSQL"
+    ),
     "api_poll": Bench("api_poll.py", "--quick", r"goal|ratio", "wrk"),
     "archive_read": Bench(
         "archive_read.py", "--quick --filters all", r"goal|/ first page|worst", "PostgreSQL"

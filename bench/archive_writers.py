@@ -120,8 +120,8 @@ def rolled_up(url: str) -> tuple[int, int]:
 
 def app_writer(url: str, rollups: bool, items: list[Any], batch: int, go: Any) -> None:
     """One process of the fleet: the app's archive writer (``ArchiveWriter``) writing its
-    items a batch at a time, and with rollups on folding the deltas as its thread does
-    (``fold_if_due``: after a batch, at most every ``ROLLUP_FOLD_S``, unless another
+    items a batch at a time, and with rollups on folding the deltas as it does
+    (``flush_once``: after a batch, at most every ``ROLLUP_FOLD_S``, unless another
     process is folding), then once more, waiting, at the end: a round's time is until
     every row is in the rollups."""
     import os
@@ -146,8 +146,8 @@ def app_writer(url: str, rollups: bool, items: list[Any], batch: int, go: Any) -
     for item in items[1:]:
         writer.submit(item.seq, item.record, item.instance)
     go.wait()
-    while writer.flush_once():
-        writer.fold_if_due()
+    while writer.flush_once():  # each batch, then its fold when one is due
+        pass
     if rollups:
         fold(writer.using)
 

@@ -58,10 +58,11 @@ DEFAULTS: dict[str, Any] = {
     "INSTANCE_LOST_S": 30.0,
     # Seconds a stopped or lost instance's row is kept before the heartbeats delete it.
     "INSTANCE_KEEP_S": 86400.0,
-    # Whether each archive batch also adds its rows to the usage rollups (per minute and
-    # hour, in the batch's transaction; README "Usage rollups"). Off by default for now:
-    # it costs the archive writer about half its rows/s (docs/benchmarks.md).
-    "ROLLUPS": False,
+    # Whether each archive batch also adds its rows to the usage rollups (as deltas in
+    # the batch's transaction, folded into the rollups soon after; README "Usage
+    # rollups"). They cost the archive writer about half its rows/s (docs/benchmarks.md
+    # "Rollup deltas"); the usage API and page read them.
+    "ROLLUPS": True,
     # Seconds between folds of the batches' rollup deltas into the rollups, at most, by
     # each process's archive writer (archive/fold.py; a usage answer folds first).
     "ROLLUP_FOLD_S": 5.0,

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -515,6 +516,10 @@ class RollupDelta(models.Model):
     """
 
     id = models.BigAutoField(primary_key=True)
+    # When the batch inserted it, by the database's clock (the same for every host): a
+    # delta no writer folded within a few ROLLUP_FOLD_S is folded by the next usage
+    # answer (``archive.fold.fold_abandoned``).
+    made = models.DateTimeField(db_default=Now())
     bucket = models.DateTimeField()  # the minute's start (UTC)
     model = models.CharField(max_length=200, null=True, blank=True)
     route = models.CharField(max_length=200, null=True, blank=True)

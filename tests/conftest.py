@@ -100,6 +100,12 @@ def rollups_on(settings: Any) -> None:
 
 
 @pytest.fixture
+def rollups_off(settings: Any) -> None:
+    """``FERROX_STATS["ROLLUPS"]`` off: archive batches write no rollup delta."""
+    settings.FERROX_STATS = {**settings.FERROX_STATS, "ROLLUPS": False}
+
+
+@pytest.fixture
 def token_db(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The token lookup stood in for (``tests.faults.TokenDatabase``), no outage known;
     the breaker's probes are waited for, so none outlives the test."""

@@ -10,13 +10,15 @@ from unittest import mock
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ferrox_stats.archive.batch import write_batch
-from ferrox_stats.archive.fold import fold
+from ferrox_stats.archive.fold import ABANDONED, fold
 from ferrox_stats.archive.rows import Pending, outcome
 from ferrox_stats.archive.usage import DIMENSIONS, usage
+from ferrox_stats.conf import conf
 from ferrox_stats.core.distribution import RELATIVE_ERROR
 from ferrox_stats.core.rollup import TIMES
 from ferrox_stats.core.summary import nearest_rank
@@ -39,13 +41,22 @@ def archive(*records: object) -> None:
     fold("default")
 
 
-def test_an_answer_counts_every_batch_committed_before_it_folded_or_not() -> None:
+def test_an_answer_folds_the_deltas_no_writer_folded_and_leaves_the_others_to_them() -> None:
     archive(make_record(at_ms=at(MINUTE), model="a"))
     write_batch([Pending(None, make_record(at_ms=at(2 * MINUTE), model="a"), "inst")])
-    assert RollupDelta.objects.count() == 1  # not folded yet
-    answer = usage(START, START + HOUR, bucket="hour", group_by=["model"])
-    assert [row.tally.requests for row in answer.rows] == [2]
-    assert not RollupDelta.objects.exists()  # the answer folded it first
+
+    def requests() -> list[int]:
+        answer = usage(START, START + HOUR, bucket="hour", group_by=["model"])
+        return [row.tally.requests for row in answer.rows]
+
+    # Just written: a writer folds it within ROLLUP_FOLD_S; the answer does not wait.
+    assert requests() == [1]
+    assert RollupDelta.objects.count() == 1
+    # Left pending past ABANDONED x ROLLUP_FOLD_S (its writer gone): the answer folds it.
+    gone = timezone.now() - timedelta(seconds=ABANDONED * conf.ROLLUP_FOLD_S + 1)
+    RollupDelta.objects.update(made=gone)
+    assert requests() == [2]
+    assert not RollupDelta.objects.exists()
 
 
 def test_grouped_by_model_per_hour() -> None:

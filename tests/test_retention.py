@@ -390,6 +390,7 @@ def test_prune_is_safe_while_the_archiver_writes() -> None:
         ),
     ],
 )
+@pytest.mark.usefixtures("rollups_off")  # the archive's lines alone
 def test_the_command_says_exactly_what_it_did(
     frozen_now: datetime, args: list[str], output: str
 ) -> None:
@@ -412,6 +413,7 @@ def test_the_command_says_exactly_what_it_did(
         (0.5, "3 finished requests", "2026-03-02T00:00:00+00:00"),
     ],
 )
+@pytest.mark.usefixtures("rollups_off")  # the archive's lines alone
 def test_the_command_defaults_to_the_retention_setting(
     settings: Any, frozen_now: datetime, retention_days: float, deleted: str, cutoff: str
 ) -> None:
@@ -424,6 +426,7 @@ def test_the_command_defaults_to_the_retention_setting(
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("rollups_off")  # the archive's lines alone
 def test_the_command_defaults_to_the_batch_size_setting(
     settings: Any, frozen_now: datetime
 ) -> None:

@@ -26,21 +26,27 @@ archive's rows (a batch's deltas commit with its rows).
 
 Who folds:
 
-- each process's archive writer thread, after its batches at most every
-  ``ROLLUP_FOLD_S`` seconds and when it has nothing left to write
-  (``wait=False``: if another process is folding, it does not wait for it);
-- every usage answer, first (``fold_pending``): an indexed look at the table when
-  nothing is pending, so that an answer counts every batch committed before it;
+- each process's archive writer, right after a batch, at most every ``ROLLUP_FOLD_S``
+  seconds (``wait=False``: if another process is folding, it does not wait for it),
+  in the batch's turn: never on a timer of its own, so that whoever waits for the
+  queue to drain (a host's test, then tearing its database down) waits for the fold;
+- the same writer as it stops, once its queue is drained;
+- a usage answer, first, only if some delta was left pending ``ABANDONED`` x
+  ``ROLLUP_FOLD_S`` (no writer is folding: ``fold_abandoned``);
 - a rebuild and a prune, which also take the lock (``locked``).
+
+So an answer counts every batch a writer folded, a few seconds behind the archive at
+most while the writers run (README "Usage rollups").
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, cast
 
 from django.db import connections, router, transaction
+from django.db.models.functions import Now
 
 from ..core.rollup import Tally
 from .rollups import (
@@ -56,7 +62,7 @@ from .rollups import (
 )
 from .rows import datetime_to_at_ms
 
-__all__ = ["FOLD_LIMIT", "fold", "fold_pending", "locked", "pending"]
+__all__ = ["ABANDONED", "FOLD_LIMIT", "fold", "fold_abandoned", "locked"]
 
 FOLD_LIMIT = 20_000
 """Deltas per fold transaction (a backlog is folded in several): a 48-group fleet's
@@ -80,13 +86,6 @@ def locked(using: str, *, wait: bool = True) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def pending(using: str) -> bool:
-    """Whether any delta waits to be folded."""
-    from ..models import RollupDelta
-
-    return RollupDelta.objects.using(using).exists()
-
-
 def fold(using: str, *, wait: bool = True, limit: int = FOLD_LIMIT) -> int | None:
     """Fold every delta committed before this call into the rollups, ``limit`` per
     transaction; return how many. ``None`` when ``wait`` is false and another fold (or
@@ -104,14 +103,29 @@ def fold(using: str, *, wait: bool = True, limit: int = FOLD_LIMIT) -> int | Non
             return folded
 
 
-def fold_pending(using: str | None = None) -> None:
-    """Fold before reading the rollups (a usage answer): nothing but one look at the
-    deltas' table when none is pending."""
+ABANDONED = 3
+"""A delta still pending ``ABANDONED`` x ``ROLLUP_FOLD_S`` after it was inserted is one
+no writer is folding (its processes stopped, crashed, or are stuck): a usage answer
+folds it (``fold_abandoned``)."""
+
+
+def fold_abandoned(using: str | None = None) -> int | None:
+    """Before a usage answer reads the rollups: fold if some delta is older than any
+    running writer would have left it (``ABANDONED``), without waiting for a fold that
+    holds the lock; return how many it folded (``None``: none was abandoned, or another
+    fold is running). An answer does not fold what the writers will: that costs tens
+    to hundreds of milliseconds (docs/benchmarks.md "Rollup deltas"), so an answer
+    counts the batches folded before it, at most a few ``ROLLUP_FOLD_S`` behind the
+    archive."""
+    from ..conf import conf
     from ..models import RollupDelta
 
     using = using or router.db_for_write(RollupDelta)
-    if pending(using):
-        fold(using)
+    # By the database's clock, which stamped the deltas (``RollupDelta.made``).
+    cutoff = Now() - timedelta(seconds=ABANDONED * conf.ROLLUP_FOLD_S)
+    if not RollupDelta.objects.using(using).filter(made__lt=cutoff).exists():
+        return None
+    return fold(using, wait=False)
 
 
 _TAKE = (

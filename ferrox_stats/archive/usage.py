@@ -54,7 +54,7 @@ from ..core.distribution import RELATIVE_ERROR
 from ..core.prices import PER_TOKENS, PriceBook
 from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, merge_stored
 from .export import Echo
-from .fold import fold_pending
+from .fold import fold_abandoned
 from .rollups import ABORT_COLUMNS, COUNTED_LEVELS, COUNTERS, DAY, LEVELS, PERCENTILES
 from .rows import at_ms_to_datetime
 
@@ -662,8 +662,8 @@ def usage(
     start, end = _floor(since, width), _ceil(until, width)
     if start >= end:
         raise ValueError("since must be before until")
-    # Every batch committed before this answer counts in it (archive/fold.py).
-    fold_pending(using)
+    # Deltas no writer is folding are folded first (archive/fold.py).
+    fold_abandoned(using)
     labelled = Rollup.objects.all() if using is None else Rollup.objects.using(using)
     for name, value in filters.items():
         column = DIMENSIONS[name]

@@ -111,6 +111,7 @@ class ArchiveWriter:
         # (another process's fold may have), and when it last folded.
         self._unfolded = False
         self._folded_at: float | None = None
+        self._folding = False
 
     # -- the request path ------------------------------------------------------------
 
@@ -186,7 +187,16 @@ class ArchiveWriter:
                 self._duplicates += result.duplicates
                 self._dead_lettered += len(result.dead)
                 self._last_error = None
-                self._written.notify_all()
+                self._folding = True
+            try:
+                # The rollup deltas, when due, in the batch's turn: whoever waits for
+                # the queue to drain also waits for this (a host's test tearing its
+                # database down never races a fold), and no fold runs on its own time.
+                self.fold_if_due()
+            finally:
+                with self._lock:
+                    self._folding = False
+                    self._written.notify_all()
             for item, reason in result.dead:
                 logger.error(
                     "ferrox_stats: dead-lettered record %s/%s: %s",
@@ -226,7 +236,7 @@ class ArchiveWriter:
     def wait_until_drained(self, timeout_s: float) -> bool:
         """Block until the queue is empty (written by whoever writes), at most ``timeout_s``."""
         with self._lock:
-            return self._written.wait_for(lambda: not self._queue, timeout_s)
+            return self._written.wait_for(lambda: not self._queue and not self._folding, timeout_s)
 
     def drain(self, deadline_s: float | None = None) -> bool:
         """Write until the queue is empty or ``deadline_s`` passes; return whether it emptied."""
@@ -277,11 +287,10 @@ class ArchiveWriter:
                         self._wake.wait(self.interval_s)
                     idle = not self._queue
                 if idle:
-                    # A whole interval with nothing to write: fold what this writer
-                    # left, then give the connection back, so an idle process holds
-                    # none (a test database can be dropped).
-                    if self._unfolded:
-                        self.fold_if_due(now=True)
+                    # A whole interval with nothing to write: give the connection back,
+                    # so an idle process holds none (a test database can be dropped).
+                    # What it left unfolded waits for its next batch, its stop, or a
+                    # usage answer (``fold.fold_abandoned``).
                     self._close_connection()
                     continue
             if self._stopping.is_set():
@@ -296,8 +305,6 @@ class ArchiveWriter:
                     exc_info=True,
                 )
                 retry.failed(self._monotonic())
-                continue
-            self.fold_if_due()
         self._close_connection()
 
     def _close_connection(self) -> None:
@@ -346,6 +353,8 @@ class ArchiveWriter:
                     self._dropped[CLOSED] = self._dropped.get(CLOSED, 0) + left
             return left == 0
         emptied = self.drain(max(0.0, deadline - self._monotonic()))
+        # What this process wrote, folded before it goes (unless another is folding).
+        self.fold_if_due(now=True)
         if not emptied:
             with self._lock:
                 left = len(self._queue)

@@ -5,6 +5,7 @@
 # writers of the release before still add to the rollups directly, in the same lock
 # order as a fold; both counts are right.
 
+import django.db.models.functions.datetime
 from django.db import migrations, models
 
 
@@ -18,6 +19,10 @@ class Migration(migrations.Migration):
             name="RollupDelta",
             fields=[
                 ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                (
+                    "made",
+                    models.DateTimeField(db_default=django.db.models.functions.datetime.Now()),
+                ),
                 ("bucket", models.DateTimeField()),
                 ("model", models.CharField(blank=True, max_length=200, null=True)),
                 ("route", models.CharField(blank=True, max_length=200, null=True)),
