@@ -393,7 +393,47 @@ ROLLUP_LEVELS = [
 ]
 
 
-class Rollup(models.Model):
+class RollupSums(models.Model):
+    """What a ``Rollup`` row and a ``RollupDelta`` both hold: a group's labels and the
+    sums of its requests (``core.rollup.Tally``, ``archive.rollups.stored_tally``)."""
+
+    model = models.CharField(max_length=200, null=True, blank=True)
+    route = models.CharField(max_length=200, null=True, blank=True)
+    replica = models.CharField(max_length=200)
+    via_api_key = models.CharField("via API key", max_length=100, null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=OUTCOMES, blank=True)
+    requests = models.BigIntegerField(default=0)
+    # The requests of the error and of the aborted outcome: a group's requests or none
+    # at level 0, summed over the groups merged at the others.
+    errors = models.BigIntegerField(default=0)
+    aborted = models.BigIntegerField(default=0)
+    # The aborted requests by the reasons every feeder gives (``core.rollup.KNOWN_ABORTS``):
+    # counters the database sums (and the covering index holds); any other reason is
+    # counted in ``aborts``.
+    aborts_client_disconnect = models.BigIntegerField(default=0)
+    aborts_explicit = models.BigIntegerField(default=0)
+    aborts_timeout = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cached_tokens = models.BigIntegerField(default=0)
+    # Values left out of the sums and distributions (``core.rollup.MAX_TOKENS``...).
+    out_of_range = models.BigIntegerField(default=0)
+    # Text, "" when empty: {abort reason: count} as JSON, of the reasons not counted
+    # in a column of their own (``aborts_*``); the three latency
+    # distributions in seconds, each as ``zeros;sum;index,count,...`` (its non-empty
+    # buckets, ``core.rollup.Tally.texts``). Text, not jsonb: read back and merged in
+    # Python under the row's lock (usage answers sum ``aborts`` by the database's JSON
+    # functions, from the rows that have any).
+    aborts = models.TextField(blank=True, default="")
+    duration = models.TextField(blank=True, default="")
+    ttft = models.TextField(blank=True, default="")
+    tpot = models.TextField(blank=True, default="")
+
+    class Meta:
+        abstract = True
+
+
+class Rollup(RollupSums):
     """The archived requests of one time bucket and one group, summed (``core.rollup``).
 
     Written in the transaction that archives the rows it sums, as a delta
@@ -422,38 +462,7 @@ class Rollup(models.Model):
     # The bucket's start (UTC, a whole minute or hour).
     bucket = models.DateTimeField()
     group_key = models.CharField(max_length=32)
-    model = models.CharField(max_length=200, null=True, blank=True)
-    route = models.CharField(max_length=200, null=True, blank=True)
-    replica = models.CharField(max_length=200)
-    via_api_key = models.CharField("via API key", max_length=100, null=True, blank=True)
-    outcome = models.CharField(max_length=16, choices=OUTCOMES, blank=True)
     level = models.PositiveSmallIntegerField(choices=ROLLUP_LEVELS, default=0)
-    requests = models.BigIntegerField(default=0)
-    # The requests of the error and of the aborted outcome: a group's requests or none
-    # at level 0, summed over the groups merged at the others.
-    errors = models.BigIntegerField(default=0)
-    aborted = models.BigIntegerField(default=0)
-    # The aborted requests by the reasons every feeder gives (``core.rollup.KNOWN_ABORTS``):
-    # counters the database sums (and the covering index holds); any other reason is
-    # counted in ``aborts``.
-    aborts_client_disconnect = models.BigIntegerField(default=0)
-    aborts_explicit = models.BigIntegerField(default=0)
-    aborts_timeout = models.BigIntegerField(default=0)
-    prompt_tokens = models.BigIntegerField(default=0)
-    completion_tokens = models.BigIntegerField(default=0)
-    cached_tokens = models.BigIntegerField(default=0)
-    # Values left out of the sums and distributions (``core.rollup.MAX_TOKENS``...).
-    out_of_range = models.BigIntegerField(default=0)
-    # Text, "" when empty: {abort reason: count} as JSON, of the reasons not counted
-    # in a column of their own (``aborts_*``); the three latency
-    # distributions in seconds, each as ``zeros;sum;index,count,...`` (its non-empty
-    # buckets, ``core.rollup.Tally.texts``). Text, not jsonb: read back and merged in
-    # Python under the row's lock (usage answers sum ``aborts`` by the database's JSON
-    # functions, from the rows that have any).
-    aborts = models.TextField(blank=True, default="")
-    duration = models.TextField(blank=True, default="")
-    ttft = models.TextField(blank=True, default="")
-    tpot = models.TextField(blank=True, default="")
     # At the merged levels, each distribution's count and p50/p95/p99 as JSON
     # (``archive.rollups.percentiles_text``), written with them: an answer at the
     # row's own bucket reads these instead of parsing the distributions. "" at level 0
@@ -502,17 +511,17 @@ class Rollup(models.Model):
         return f"{self.bucket:%Y-%m-%d %H:%M} {self.span_s}s {self.model or '-'} {self.outcome}"
 
 
-class RollupDelta(models.Model):
+class RollupDelta(RollupSums):
     """One archive batch's sums of one group in one minute, not yet in the ``Rollup``
     rows (``archive/fold.py``).
 
     A batch inserts these in its own transaction, beside the rows they sum: rows of
     its own, so that no two writers of the fleet ever wait on each other's rollup
     rows. A fold moves them into the rollups (the minute, its hour and day, every
-    level), deleting them in the same transaction, a few times a minute and before
-    every usage answer. The rollups and the deltas together always equal the archive.
-    Columns as ``Rollup``'s level-0 minute rows (``archive.rollups.stored_tally``
-    reads either).
+    level), deleting them in the same transaction: each writer's, after its batches a
+    few times a minute, or a usage answer's when their writers stopped. The rollups
+    and the deltas together always equal the archive. Its sums are a level-0 minute
+    row's (``RollupSums``).
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -521,25 +530,6 @@ class RollupDelta(models.Model):
     # answer (``archive.fold.fold_abandoned``).
     made = models.DateTimeField(db_default=Now())
     bucket = models.DateTimeField()  # the minute's start (UTC)
-    model = models.CharField(max_length=200, null=True, blank=True)
-    route = models.CharField(max_length=200, null=True, blank=True)
-    replica = models.CharField(max_length=200)
-    via_api_key = models.CharField("via API key", max_length=100, null=True, blank=True)
-    outcome = models.CharField(max_length=16, choices=OUTCOMES, blank=True)
-    requests = models.BigIntegerField(default=0)
-    errors = models.BigIntegerField(default=0)
-    aborted = models.BigIntegerField(default=0)
-    aborts_client_disconnect = models.BigIntegerField(default=0)
-    aborts_explicit = models.BigIntegerField(default=0)
-    aborts_timeout = models.BigIntegerField(default=0)
-    prompt_tokens = models.BigIntegerField(default=0)
-    completion_tokens = models.BigIntegerField(default=0)
-    cached_tokens = models.BigIntegerField(default=0)
-    out_of_range = models.BigIntegerField(default=0)
-    aborts = models.TextField(blank=True, default="")
-    duration = models.TextField(blank=True, default="")
-    ttft = models.TextField(blank=True, default="")
-    tpot = models.TextField(blank=True, default="")
 
     class Meta:
         verbose_name = _("rollup delta")

@@ -348,6 +348,20 @@ def stored_tally(row: Any) -> Tally:
     )
 
 
+def _counters(tally: Tally) -> tuple[int, ...]:
+    """``tally``'s values of ``COUNTERS``, in their order."""
+    return (
+        tally.requests,
+        tally.prompt_tokens,
+        tally.completion_tokens,
+        tally.cached_tokens,
+        tally.out_of_range,
+        tally.errors,
+        tally.aborted,
+        *tally.known_aborts(),
+    )
+
+
 Deltas = list[tuple[Any, ...]]
 """A batch's delta rows (``prepared``): each level-0 minute cell's column values."""
 DELTA_TABLE = "ferrox_stats_rollupdelta"
@@ -365,14 +379,7 @@ def prepared(records: Sequence[Record], using: str) -> Deltas:
         (
             adapt(at_ms_to_datetime(start)),
             *group,
-            tally.requests,
-            tally.prompt_tokens,
-            tally.completion_tokens,
-            tally.cached_tokens,
-            tally.out_of_range,
-            tally.errors,
-            tally.aborted,
-            *tally.known_aborts(),
+            *_counters(tally),
             *tally.texts(known_aborts=False),
         )
         for (_, start, _, group), tally in minute_cells(records).items()
@@ -455,14 +462,7 @@ def _chunks(cells: dict[Cell, Tally], using: str) -> list[Chunk]:
                     digest,
                     *group,
                     level,
-                    tally.requests,
-                    tally.prompt_tokens,
-                    tally.completion_tokens,
-                    tally.cached_tokens,
-                    tally.out_of_range,
-                    tally.errors,
-                    tally.aborted,
-                    *tally.known_aborts(),
+                    *_counters(tally),
                     *texts,
                 )
             )
