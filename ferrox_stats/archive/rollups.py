@@ -74,6 +74,7 @@ __all__ = [
     "Deltas",
     "Group",
     "add",
+    "binds_arrays",
     "cells_from_minutes",
     "cells_of",
     "collapsed",
@@ -394,7 +395,7 @@ def write(deltas: Deltas, using: str) -> None:
         return
     connection = connections[using]
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if binds_arrays(connection):
             _binary(connection, cursor, _UNNEST_DELTAS, deltas)
             return
         for lo in range(0, len(deltas), CHUNK):
@@ -434,7 +435,7 @@ def _chunks(cells: dict[Cell, Tally], using: str) -> list[Chunk]:
     )
     # PostgreSQL takes every cell in one statement of arrays; elsewhere a multi-row
     # INSERT at most CHUNK rows long.
-    if connection.vendor == "postgresql":
+    if binds_arrays(connection):
         parts = [keyed]
     else:
         parts = [keyed[lo : lo + CHUNK] for lo in range(0, len(keyed), CHUNK)]
@@ -473,7 +474,7 @@ def _chunks(cells: dict[Cell, Tally], using: str) -> list[Chunk]:
 def _write_chunks(chunks: list[Chunk], using: str) -> None:
     connection = connections[using]
     adapt = connection.ops.adapt_datetimefield_value
-    arrays = connection.vendor == "postgresql"
+    arrays = binds_arrays(connection)
     merged: list[tuple[str, str, str, str, str, int]] = []
     with connection.cursor() as cursor:
         for rows, mine in chunks:
@@ -561,6 +562,20 @@ def _same(bucket: Any, adapt: Any) -> Any:
     # RETURNING gives PostgreSQL's aware datetime, or SQLite's stored text (what
     # ``adapt`` wrote): either way the value the cell was keyed by.
     return adapt(bucket) if isinstance(bucket, datetime) else bucket
+
+
+def binds_arrays(connection: Any) -> bool:
+    """Whether ``connection`` is PostgreSQL under psycopg 3, whose cursor binds the
+    cells as arrays on the server (``_binary``). Under psycopg2, which Django supports
+    too, PostgreSQL takes the multi-row statements SQLite does."""
+    if connection.vendor != "postgresql":
+        return False
+    # django-stubs leaves this module out.
+    from django.db.backends.postgresql.psycopg_any import (  # type: ignore[import-untyped]
+        is_psycopg3,
+    )
+
+    return bool(is_psycopg3)
 
 
 def _binary(connection: Any, cursor: Any, statement: str, rows: list[Any]) -> list[Any]:
