@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 
 from ferrox_stats.archive import batch
 from ferrox_stats.archive.batch import CHUNK, COPY_TYPES, write_batch
@@ -67,6 +68,16 @@ def test_an_archived_row_round_trips_to_the_entry_the_ring_serves(record: Record
     assert archived_entries() == [entry(record, 41)]
     row = FinishedRequest.objects.get()
     assert (row.instance, row.seq) == ("inst-1", 41)
+
+
+@override_settings(TIME_ZONE="America/Los_Angeles")
+def test_a_row_round_trips_in_a_host_time_zone_that_is_not_utc() -> None:
+    # The bulk insert prepares finished_at as the field does for the connection.
+    record = make_record(at_ms=1_767_236_400_123)  # 2026-01-01 03:00:00.123 UTC
+    assert write_batch([Pending(7, record, "inst-1")]).inserted == 1
+    assert archived_entries() == [entry(record, 7)]
+    # 2025-12-31 19:00 in Los Angeles, where the host filters.
+    assert FinishedRequest.objects.filter(finished_at__year=2025).count() == 1
 
 
 def test_replaying_records_stores_each_once() -> None:

@@ -16,7 +16,7 @@ from django.db.migrations.executor import MigrationExecutor
 from ferrox_stats import tokens
 from ferrox_stats.archive.batch import write_batch
 from ferrox_stats.archive.fold import fold
-from ferrox_stats.archive.rows import Pending
+from ferrox_stats.archive.rows import Pending, at_ms_to_datetime
 from ferrox_stats.models import FinishedRequest
 from tests.factories import BASE_AT_MS, archive, make_record
 
@@ -51,12 +51,13 @@ def test_makemigrations_finds_nothing_to_do() -> None:
 def test_0007_puts_rows_archived_before_it_in_the_ingest_namespace() -> None:
     before = [("ferrox_stats", "0005_api_token_infer_scope")]
     MigrationExecutor(connection).migrate(before)
-    # A row as the previous release wrote it, naming no namespace column.
+    # A row as the previous release wrote it, naming no namespace column, its finish
+    # time as Django stores one (on SQLite, the text a unique key compares).
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO ferrox_stats_finishedrequest (request_id, finished_at, replica, "
-            "instance, seq, outcome) VALUES ('eng-1', '2026-01-01T00:00:00Z', 'gpu-1', 'p', 3, "
-            "'ok')"
+            "instance, seq, outcome) VALUES ('eng-1', %s, 'gpu-1', 'p', 3, 'ok')",
+            [connection.ops.adapt_datetimefield_value(at_ms_to_datetime(BASE_AT_MS))],
         )
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
@@ -200,11 +201,13 @@ def test_0013_keeps_the_archive_as_it_was_in_one_partition_and_0012_gets_it_back
 
     MigrationExecutor(connection).migrate([("ferrox_stats", "0012_usage_rollups")])
     with connection.cursor() as cursor:
-        for n, day in enumerate(("2026-01-01", "2026-02-01")):
+        for n, month in enumerate((1, 2)):
+            # Finish times as Django stores them (on SQLite, the text a unique key compares).
+            at = connection.ops.adapt_datetimefield_value(datetime(2026, month, 1, tzinfo=UTC))
             cursor.execute(
                 "INSERT INTO ferrox_stats_finishedrequest (request_id, finished_at, replica, "
                 "instance, seq, outcome) VALUES (%s, %s, 'gpu-1', 'p', %s, 'ok')",
-                [f"old-{n}", f"{day}T00:00:00Z", n],
+                [f"old-{n}", at, n],
             )
     before = stored()
     executor = MigrationExecutor(connection)
