@@ -63,6 +63,9 @@ BENCHES: dict[str, Bench] = {
     "archive_write": Bench(
         "archive_write.py", "--rows 10000 --rounds 3", r"archiver vs|alone|rollups:", "PostgreSQL"
     ),
+    "archive_write_sqlite": Bench(
+        "archive_write_sqlite.py", "--rows 3000 --rounds 3", r"÷|per row"
+    ),
     "archive_writers": Bench(
         "archive_writers.py", "--rows 10000 --rounds 1 --writers 1 2", r"writer\(s\)", "PostgreSQL"
     ),
