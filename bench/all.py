@@ -54,6 +54,9 @@ BENCHES: dict[str, Bench] = {
         r"goal|worker CPU added|tight loops|in situ|skipped",
         "wrk; PostgreSQL for the archive variant",
     ),
+    "served_instructions": Bench(
+        "served_instructions.py", "--requests 200", r"in situ|itself", "valgrind"
+    ),
     "api": Bench(
         "api.py",
         "--rows 20000 --rounds 5 --requests 20 --calls 4 --history-rounds 5 --profile 50",

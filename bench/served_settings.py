@@ -11,7 +11,9 @@ environment (``bench/served.py`` sets it):
   ``"0"`` sets ``ARCHIVE_SINK = None`` (in memory only; heartbeats host-only);
 - ``FERROX_BENCH_ROLLUPS``: ``"1"`` turns ``ROLLUPS`` on (the archive keeps the usage
   rollups in each batch's transaction);
-- ``FERROX_BENCH_METRICS_DIR``: the host's state files, one directory per server.
+- ``FERROX_BENCH_METRICS_DIR``: the host's state files, one directory per server;
+- ``FERROX_BENCH_NO_HEARTBEAT``: ``"1"`` sets ``HEARTBEAT_S = None`` (no heartbeat
+  thread: ``bench/served_instructions.py`` counts the request thread alone).
 """
 
 from __future__ import annotations
@@ -41,4 +43,5 @@ FERROX_STATS = {
     "METRICS_DIR": os.environ.get("FERROX_BENCH_METRICS_DIR"),
     "ROLLUPS": os.environ.get("FERROX_BENCH_ROLLUPS") == "1",
     **({} if os.environ.get("FERROX_BENCH_ARCHIVE", "1") == "1" else {"ARCHIVE_SINK": None}),
+    **({"HEARTBEAT_S": None} if os.environ.get("FERROX_BENCH_NO_HEARTBEAT") == "1" else {}),
 }
