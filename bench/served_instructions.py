@@ -9,8 +9,10 @@ middleware stack, ``DEBUG`` off, no archive and no heartbeat thread: what the re
 thread itself executes), with a prebuilt WSGI environ, and counts the instructions it
 executed. Each case runs twice, with ``N`` and ``2N`` timed requests after the same
 warm-up, so ``(count(2N) - count(N)) / N`` is one request's instructions, start-up and
-warm-up cancelled out. Instruction counts repeat to a few in a million run to run, on a
-busy machine as on an idle one.
+warm-up cancelled out. The collector is off while the requests are counted (a full
+collection in one run and not the other would swamp the difference) and hashes are
+seeded alike; the counts then repeat run to run, on a busy machine as on an idle one,
+which times do not.
 
 Cases: ``plain`` (the untracked view), ``tracked`` (the view inside ``live.track``),
 ``prometheus`` (the view recording with pre-bound prometheus_client children), and the
@@ -98,6 +100,11 @@ else:
 
 for _ in range(WARM_UP):
     one()
+# The collector off for the count: a full collection that falls in one run and not the
+# other would add millions of instructions to it.
+import gc
+gc.collect()
+gc.disable()
 for _ in range(n):
     one()
 """
@@ -149,6 +156,8 @@ def main() -> None:
         # The request thread alone: no archive sink, no heartbeat thread, no database.
         "FERROX_BENCH_ARCHIVE": "0",
         "FERROX_BENCH_DATABASE_URL": "sqlite:///:memory:",
+        # The same hashes, so the same dict and set layouts, in every run.
+        "PYTHONHASHSEED": "0",
     }
     per_request: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
