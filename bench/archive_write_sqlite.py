@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,11 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from archive_write import make_records
-
-
-def commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
+from host import commit
 
 
 def main() -> None:

@@ -44,6 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from host import commit
+
 REPO = Path(__file__).resolve().parent.parent
 WARM_UP = 300
 
@@ -142,11 +144,8 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         print("skipped: valgrind is not installed (apt-get install valgrind)")
         return
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    ).stdout.strip()
     print(
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}, python "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, python "
         f"{sys.version.split()[0]}; N = {args.requests} after {WARM_UP} warm-up requests; "
         "per request = (count at 2N - count at N) / N"
     )
