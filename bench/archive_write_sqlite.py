@@ -12,8 +12,9 @@ table, by each variant:
 - ``archiver``: ``ArchiveWriter(autostart=False)``: every record ``submit()``-ed, then
   ``drain()`` from this thread, as the writer thread does (the rollups as configured,
   ``--rollups on|off``; on is the default);
-- ``bulk_create``: what the bulk insert was before (issue 13): the batch's model
-  instances through ``FinishedRequest.objects.bulk_create``, in a transaction;
+- ``bulk_create``: the insert the bulk path used before (issue 13), without the lookup
+  of every row's keys that came before it: the batch's model instances through
+  ``FinishedRequest.objects.bulk_create``, in a transaction;
 - ``executemany`` (the anchor): the standard library's ``sqlite3`` on its own
   connection to the same file, one ``executemany`` of the rows' values (built before
   the clock starts) per batch and a commit: what no writer can go much below.
