@@ -69,6 +69,7 @@ BENCHES: dict[str, Bench] = {
     "archive_write_sqlite": Bench(
         "archive_write_sqlite.py", "--rows 3000 --rounds 3", r"÷|per row"
     ),
+    "gil_wait": Bench("gil_wait.py", "--rows 3000 --rounds 3", r"probe late|÷"),
     "archive_writers": Bench(
         "archive_writers.py", "--rows 10000 --rounds 1 --writers 1 2", r"writer\(s\)", "PostgreSQL"
     ),

@@ -11,6 +11,7 @@ import threading
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.db import IntegrityError, OperationalError, connection, transaction
@@ -241,6 +242,17 @@ def test_rollups_equal_a_group_by_over_the_archived_rows(
     Rollup.objects.all().delete()
     RollupDelta.objects.all().delete()
     DeadLetter.objects.all().delete()
+    # Batches tallied and inserted in pieces (``archive/pace.py``) of any size.
+    pieces = data.draw(st.integers(1, 13), label="records per piece")
+    with (
+        mock.patch.object(rollups, "PACED_RECORDS", pieces),
+        mock.patch.object(batch, "PACED_ROWS", pieces),
+    ):
+        write_and_fold(batches, data)
+    assert_rollups_match_archive()
+
+
+def write_and_fold(batches: list[list[Pending]], data: st.DataObject) -> None:
     written: list[Pending] = []
     for items in batches:
         if data.draw(st.booleans(), label="the batch within one minute"):
@@ -256,7 +268,6 @@ def test_rollups_equal_a_group_by_over_the_archived_rows(
         if data.draw(st.booleans(), label="a fold after it"):
             # Folds at any moment, of any number of batches, a few deltas at a time.
             fold("default", limit=data.draw(st.integers(1, 40), label="deltas per fold"))
-    assert_rollups_match_archive()
 
 
 def test_a_batch_whose_commit_failed_counts_once_when_retried(

@@ -49,6 +49,7 @@ from django.db import connections, router, transaction
 from django.db.models.functions import Now
 
 from ..core.rollup import Tally
+from .pace import pace
 from .rollups import (
     DELTA_COLUMNS,
     DELTA_TABLE,
@@ -169,4 +170,5 @@ def _summed(rows: list[tuple[Any, ...]]) -> dict[Cell, Tally]:
             minutes[key] = tally
         else:
             into.merge(tally)
+        pace()
     return cells_from_minutes(minutes)

@@ -1,0 +1,42 @@
+"""The archive's long steps let the serving threads run: ``pace()`` between their pieces.
+
+The archive writer runs on a thread of the serving process, and the Python parts of its
+work (a batch's rows and rollups prepared, its insert on SQLite, a rollup fold's sums and
+merges) hold the GIL for tens of milliseconds at a time. CPython makes a thread give the
+GIL to one that waits for it only after the switch interval (5 ms, process-wide and the
+host's to set): a request whose socket became ready meanwhile waits up to that, each time
+it needs the GIL back (issue 13: the pass-through's p99).
+
+So those steps call ``pace()`` between pieces of their work. At most every ``STEP_S`` of
+a thread's time it sleeps ``PAUSE_S``: the sleep releases the GIL and lasts long enough
+for a thread woken by that release to take it. Waiting for a step's GIL then takes about
+``STEP_S``, not the switch interval; a thread that waits for nothing costs the writer
+``PAUSE_S`` of wall time per ``STEP_S`` (no CPU). No step paces while it holds a lock
+another process waits for (the archive's commit-order lock on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+STEP_S = 0.001
+"""A thread's time between two pauses, at most (the GIL wait it leaves a request)."""
+
+PAUSE_S = 0.00005
+"""How long a pause lasts: time for the thread its release woke to take the GIL before
+this one wants it back. (In ``bench/gil_wait.py`` pauses of 0, 20, 50 and 100 µs all
+cut the waits alike on this machine; a zero pause leaves the handover to a race.)"""
+
+_due = threading.local()
+
+
+def pace() -> None:
+    """Pause (``PAUSE_S``) if this thread ran ``STEP_S`` since it last did; cheap else."""
+    now = time.perf_counter()
+    due = getattr(_due, "at", None)
+    if due is None:
+        _due.at = now + STEP_S
+    elif now >= due:
+        time.sleep(PAUSE_S)
+        _due.at = time.perf_counter() + STEP_S
