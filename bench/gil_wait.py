@@ -9,8 +9,9 @@ Here a probe thread stands for the request: it sleeps 1 ms (releasing the GIL, a
 server waits on its sockets) and measures how late it woke, again and again, while the
 real ``ArchiveWriter`` thread writes ``--rows`` records (``archive_write.make_records``,
 48 label groups, in batches of ``--batch``) into a migrated SQLite file (the embedded
-default; rollups on, as by default) and folds their rollups once at the end. Lateness
-beyond a few hundred microseconds is waiting for the GIL.
+default; with ``--postgres``, a throwaway PostgreSQL database), rollups on as by
+default, and folds their rollups once at the end. Lateness beyond a few hundred
+microseconds is waiting for the GIL.
 
 Variants, interleaved over ``--rounds`` rounds (rotating their order):
 
@@ -25,7 +26,7 @@ wake-ups later than 2 ms, and the writer's wall time; then paced ÷ unpaced at p
 
 Run from the repo root::
 
-    PYTHONPATH=.:bench python bench/gil_wait.py [--rows 5000 --batch 1000 --rounds 5]
+    PYTHONPATH=.:bench python bench/gil_wait.py [--rows 5000 --batch 1000 --rounds 5] [--postgres]
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ from pathlib import Path
 
 from archive_write import make_records
 from host import commit
+from pgdb import SERVER, create_database, drop_database
 
 PROBE_S = 0.001
+DATABASE = "ferrox_bench_gil_wait"
 
 
 def main() -> None:
@@ -51,11 +54,25 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="archive to a throwaway PostgreSQL database instead (the COPY under the "
+        "commit-order lock is not paced; the rollups and the fold are)",
+    )
+    parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
     args = parser.parse_args()
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    if args.postgres:
+        create_database(args.server, DATABASE)
+        try:
+            run(args, "PostgreSQL")
+        finally:
+            drop_database(args.server, DATABASE)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DATABASE_URL"] = f"sqlite:///{Path(tmp) / 'archive.sqlite3'}"
-        os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-        run(args)
+        run(args, "SQLite")
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -63,7 +80,7 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace, database: str) -> None:
     import django
 
     django.setup()
@@ -127,7 +144,7 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, python "
         f"{sys.version.split()[0]}, Django {django.get_version()}; {args.rows} rows in "
-        f"batches of {args.batch} to SQLite, rollups on, {args.rounds} rounds, probe every "
+        f"batches of {args.batch} to {database}, rollups on, {args.rounds} rounds, probe every "
         f"{PROBE_S * 1e3:.0f} ms, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     lateness: dict[str, list[float]] = {name: [] for name in variants}
