@@ -43,7 +43,7 @@ class FakeTime:
 def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
     fake = FakeTime()
     monkeypatch.setattr(pace, "time", fake)
-    monkeypatch.setattr(pace, "_due", threading.local())
+    monkeypatch.setattr(pace, "_thread", threading.local())
     return fake
 
 
@@ -75,16 +75,30 @@ def test_each_thread_counts_its_own_step(fake_time: FakeTime) -> None:
     assert fake_time.sleeps == [pace.PAUSE_S]
 
 
+def test_no_pause_inside_lock_held(fake_time: FakeTime) -> None:
+    pace.pace()
+    fake_time.now += pace.STEP_S
+    with pace.lock_held():
+        pace.pace()
+        with pace.lock_held():
+            pace.pace()
+        pace.pace()  # still held: the outer block
+    assert fake_time.sleeps == []
+    pace.pace()  # out of it, the step it ran is due
+    assert fake_time.sleeps == [pace.PAUSE_S]
+
+
 @contextmanager
 def events(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
-    """What a batch does, in order: ``("pace", depth)`` for each pause and
+    """What a batch does, in order: ``("pace", depth)`` for each call that may pause and
     ``("insert", depth)`` for each statement into the archive, with the connection's
     savepoint depth then (0: outside the batch's transaction)."""
     seen: list[tuple[str, int]] = []
     outside = len(connection.savepoint_ids)
 
     def paced() -> None:
-        seen.append(("pace", len(connection.savepoint_ids) - outside))
+        if not getattr(pace._thread, "held", False):  # where pace() may pause
+            seen.append(("pace", len(connection.savepoint_ids) - outside))
 
     for module in (batch, rollups, fold):
         monkeypatch.setattr(module, "pace", paced)
@@ -131,21 +145,25 @@ def test_a_bulk_insert_pauses_between_its_pieces(monkeypatch: pytest.MonkeyPatch
         assert all(seen[i + 1][0] != "pace" for i in inserts if i + 1 < len(seen))
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql" or not copies(),
-    reason="the commit-order lock is PostgreSQL's; the COPY psycopg 3's",
-)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the commit-order lock")
+@pytest.mark.parametrize("replayed", [0, 10], ids=["new rows", "some archived already"])
 def test_a_batch_never_pauses_inside_its_transaction_on_postgresql(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, replayed: int
 ) -> None:
     # Its insert takes the archive's commit-order lock, which the fleet's other
     # writers wait for until it commits: a pause there would be theirs to wait out.
+    # A batch holding archived rows counts its rollups in that transaction (``add``).
     monkeypatch.setattr(rollups, "PACED_RECORDS", 10)
+    monkeypatch.setattr(batch, "PACED_ROWS", 10)
+    items = records(45, groups=9)
+    write_batch(items[:replayed])
     with events(monkeypatch) as seen:
-        assert write_batch(records(45, groups=9)).inserted == 45
+        assert write_batch(items).inserted == 45 - replayed
     assert next(depth for what, depth in seen if what == "insert") >= 1
     assert [depth for what, depth in seen if what == "pace"]
     assert {depth for what, depth in seen if what == "pace"} == {0}
+    if replayed:
+        assert RollupDelta.objects.count() == 9 + 9  # the first batch's cells, then these
 
 
 def test_a_batch_tallies_its_rollups_in_paused_pieces_of_whole_cells(

@@ -11,14 +11,20 @@ So those steps call ``pace()`` between pieces of their work. At most every ``STE
 a thread's time it sleeps ``PAUSE_S``: the sleep releases the GIL and lasts long enough
 for a thread woken by that release to take it. Waiting for a step's GIL then takes about
 ``STEP_S``, not the switch interval; a thread that waits for nothing costs the writer
-``PAUSE_S`` of wall time per ``STEP_S`` (no CPU). No step paces while it holds a lock
-another process waits for (the archive's commit-order lock on PostgreSQL).
+``PAUSE_S`` of wall time per ``STEP_S`` (no CPU).
+
+Not inside ``lock_held()``: on PostgreSQL a batch's transaction holds the archive's
+commit-order lock from its first insert on, and the fleet's other writers wait for it,
+so nothing in that transaction pauses. (On SQLite a batch's insert pauses while it
+holds the file's write lock: only another process's writer on that host waits for it.)
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 STEP_S = 0.001
 """A thread's time between two pauses, at most (the GIL wait it leaves a request)."""
@@ -28,15 +34,29 @@ PAUSE_S = 0.00005
 this one wants it back. (In ``bench/gil_wait.py`` pauses of 0, 20, 50 and 100 µs all
 cut the waits alike on this machine; a zero pause leaves the handover to a race.)"""
 
-_due = threading.local()
+_thread = threading.local()  # per thread: ``due``, when it pauses next; ``held``
 
 
 def pace() -> None:
-    """Pause (``PAUSE_S``) if this thread ran ``STEP_S`` since it last did; cheap else."""
+    """Pause (``PAUSE_S``) if this thread ran ``STEP_S`` since it last did, unless it is
+    inside ``lock_held()``; else only read the clock."""
+    if getattr(_thread, "held", False):
+        return
     now = time.perf_counter()
-    due = getattr(_due, "at", None)
+    due = getattr(_thread, "due", None)
     if due is None:
-        _due.at = now + STEP_S
+        _thread.due = now + STEP_S
     elif now >= due:
         time.sleep(PAUSE_S)
-        _due.at = time.perf_counter() + STEP_S
+        _thread.due = time.perf_counter() + STEP_S
+
+
+@contextmanager
+def lock_held() -> Iterator[None]:
+    """This thread does not pause inside: it holds a lock other processes wait for."""
+    held = getattr(_thread, "held", False)
+    _thread.held = True
+    try:
+        yield
+    finally:
+        _thread.held = held
