@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from archive_write import make_records
-from host import commit
+from host import header, interleaved
 
 
 def main() -> None:
@@ -127,25 +126,23 @@ def run(args: argparse.Namespace) -> None:
         "executemany": executemany,
     }
     print(
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, python "
-        f"{sys.version.split()[0]}, Django {django.get_version()}, SQLite "
-        f"{sqlite3.sqlite_version}; {args.rows} rows in batches of {args.batch}, "
-        f"{args.rounds} rounds, rollups {args.rollups}, load average "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        header(
+            f"Django {django.get_version()}, SQLite {sqlite3.sqlite_version}; {args.rows} rows "
+            f"in batches of {args.batch}, {args.rounds} rounds, rollups {args.rollups}"
+        )
     )
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     wall: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
-    for r in range(args.rounds + 1):  # round 0 warms up
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            empty()
-            wall_start, cpu_start = time.perf_counter(), time.thread_time()
-            variants[name]()
-            spent_cpu, spent_wall = time.thread_time() - cpu_start, time.perf_counter() - wall_start
-            assert FinishedRequest.objects.count() == args.rows, name
-            if r:
-                cpu[name].append(spent_cpu / args.rows * 1e6)
-                wall[name].append(args.rows / spent_wall)
+    for r, name in interleaved(names, args.rounds):
+        empty()
+        wall_start, cpu_start = time.perf_counter(), time.thread_time()
+        variants[name]()
+        spent_cpu, spent_wall = time.thread_time() - cpu_start, time.perf_counter() - wall_start
+        assert FinishedRequest.objects.count() == args.rows, name
+        if r:  # round 0 warms up
+            cpu[name].append(spent_cpu / args.rows * 1e6)
+            wall[name].append(args.rows / spent_wall)
     raw.close()
     for name in names:
         print(

@@ -35,14 +35,13 @@ import argparse
 import gc
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 from archive_write import make_records
-from host import commit
+from host import header, interleaved
 from pgdb import SERVER, create_database, drop_database
 
 PROBE_S = 0.001
@@ -142,24 +141,23 @@ def run(args: argparse.Namespace, database: str) -> None:
 
     variants = {"paced": pace, "unpaced": lambda: None}
     print(
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, python "
-        f"{sys.version.split()[0]}, Django {django.get_version()}; {args.rows} rows in "
-        f"batches of {args.batch} to {database}, rollups on, {args.rounds} rounds, probe every "
-        f"{PROBE_S * 1e3:.0f} ms, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        header(
+            f"Django {django.get_version()}; {args.rows} rows in batches of {args.batch} to "
+            f"{database}, rollups on, {args.rounds} rounds, probe every {PROBE_S * 1e3:.0f} ms"
+        )
     )
     lateness: dict[str, list[float]] = {name: [] for name in variants}
     p99s: dict[str, list[float]] = {name: [] for name in variants}
     walls: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
     try:
-        for r in range(args.rounds + 1):  # round 0 warms up
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                set_pace(variants[name])
-                late, wall = one_round()
-                if r:
-                    lateness[name].extend(late)
-                    p99s[name].append(quantile(late, 0.99))
-                    walls[name].append(wall * 1e3)
+        for r, name in interleaved(names, args.rounds):
+            set_pace(variants[name])
+            late, wall = one_round()
+            if r:  # round 0 warms up
+                lateness[name].extend(late)
+                p99s[name].append(quantile(late, 0.99))
+                walls[name].append(wall * 1e3)
     finally:
         set_pace(pace)
     for name in names:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -24,3 +28,20 @@ def commit() -> str:
         text=True,
     )
     return done.stdout.strip() or "unknown"
+
+
+def header(what: str) -> str:
+    """A bench's first line: when, the commit, Python, then ``what`` and the load average."""
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, python "
+        f"{sys.version.split()[0]}, {what}, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+
+
+def interleaved(names: Sequence[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """``(round, name)`` for round 0 (the warm-up) to ``rounds``, every name once a
+    round, each round's order rotated by one."""
+    for r in range(rounds + 1):
+        for name in [*names[r % len(names) :], *names[: r % len(names)]]:
+            yield r, name

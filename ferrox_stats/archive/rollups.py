@@ -56,7 +56,7 @@ from typing import Any, cast
 from django.db import connections
 
 from ..core.requests import Record
-from ..core.rollup import KNOWN_ABORTS, TIMES, Tally
+from ..core.rollup import KNOWN_ABORTS, TIMES, Tally, positions
 from .pace import pace
 from .rows import at_ms_to_datetime, datetime_to_at_ms, outcome
 
@@ -214,16 +214,9 @@ def minute_cells(records: Iterable[Record]) -> dict[Cell, Tally]:
     ]
     # A cell's records are tallied together, the cells in pieces of about PACED_RECORDS
     # records (``pace`` between them), in order of first arrival.
-    members: dict[Cell, list[int]] = {}
-    for i, key in enumerate(keys):
-        found = members.get(key)
-        if found is None:
-            members[key] = [i]
-        else:
-            found.append(i)
     pace()
     pieces: list[list[int]] = [[]]
-    for indices in members.values():
+    for indices in positions(keys).values():
         if len(pieces[-1]) >= PACED_RECORDS:
             pieces.append([])
         pieces[-1].extend(indices)

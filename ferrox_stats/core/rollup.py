@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from functools import reduce
 from itertools import accumulate, chain, compress
 from operator import add, lt
@@ -196,6 +196,18 @@ class _MadeWhenRead:
         self.slot.__set__(tally, distribution)
 
 
+def positions(keys: Iterable[K]) -> dict[K, list[int]]:
+    """Each distinct key's positions in ``keys``, the keys in order of first arrival."""
+    found: dict[K, list[int]] = {}
+    for i, key in enumerate(keys):
+        seen = found.get(key)
+        if seen is None:
+            found[key] = [i]
+        else:
+            seen.append(i)
+    return found
+
+
 class Tally:
     """The sums of one rollup cell; see the module docstring."""
 
@@ -362,13 +374,7 @@ class Tally:
         ``add``-ing them one at a time in order, computed a column at a time (C-level
         passes, no Python step per record and value); None if some value is one that
         ``add`` leaves out (out of range, not a number), for the caller to ``add``."""
-        members: dict[K, list[int]] = {}
-        for i, key in enumerate(keys):
-            found = members.get(key)
-            if found is None:
-                members[key] = [i]
-            else:
-                found.append(i)
+        members = positions(keys)
         order = [i for group in members.values() for i in group]
         bounds = [0, *accumulate(map(len, members.values()))]
         columns = list(zip(*map(records.__getitem__, order), strict=True))
