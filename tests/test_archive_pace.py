@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from django.db import connection
 
 from ferrox_stats.archive import batch, fold, pace, rollups
 from ferrox_stats.archive.batch import copies, write_batch
+from ferrox_stats.archive.rebuild import rebuild
 from ferrox_stats.archive.rows import Pending
 from ferrox_stats.models import RollupDelta
 from tests.factories import BASE_AT_MS, make_record
@@ -86,6 +88,10 @@ def test_no_pause_inside_lock_held(fake_time: FakeTime) -> None:
     assert fake_time.sleeps == []
     pace.pace()  # out of it, the step it ran is due
     assert fake_time.sleeps == [pace.PAUSE_S]
+    fake_time.now += pace.STEP_S
+    with pace.lock_held(False):  # no lock held (not PostgreSQL): pauses as outside
+        pace.pace()
+    assert fake_time.sleeps == [pace.PAUSE_S, pace.PAUSE_S]
 
 
 @contextmanager
@@ -193,3 +199,25 @@ def test_a_fold_pauses_per_delta_and_per_cell(monkeypatch: pytest.MonkeyPatch) -
         assert fold.fold("default") == 9
     # At least once for each delta summed and for each row of the cells written.
     assert sum(what == "pace" for what, _ in seen) >= 2 * 9
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the commit-order lock")
+def test_a_rebuild_never_pauses_while_it_holds_the_commit_order_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write_batch(records(45, groups=9))
+    since = datetime.fromtimestamp(BASE_AT_MS / 1000, UTC)
+    with events(monkeypatch) as seen:
+        result = rebuild(since, since + timedelta(hours=2), "default")
+    assert result.rows == 45
+    assert not [depth for what, depth in seen if what == "pace" and depth > 0]
+
+
+def test_on_sqlite_a_rebuild_paces_its_upserts(monkeypatch: pytest.MonkeyPatch) -> None:
+    if connection.vendor == "postgresql":
+        pytest.skip("on PostgreSQL a rebuild holds the commit-order lock: no pause")
+    write_batch(records(45, groups=9))
+    since = datetime.fromtimestamp(BASE_AT_MS / 1000, UTC)
+    with events(monkeypatch) as seen:
+        rebuild(since, since + timedelta(hours=2), "default")
+    assert [depth for what, depth in seen if what == "pace" and depth > 0]

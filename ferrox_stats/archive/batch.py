@@ -21,7 +21,6 @@ record never depends on the path it took.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -112,8 +111,7 @@ def write_batch(items: Sequence[Pending], using: str = "default") -> BatchResult
             ahead = None
     # On PostgreSQL its first insert takes the commit-order lock the fleet's writers wait
     # for until it commits: no pause in there.
-    unpaced = lock_held() if connections[using].vendor == "postgresql" else nullcontext()
-    with transaction.atomic(using=using), unpaced:
+    with transaction.atomic(using=using), lock_held(connections[using].vendor == "postgresql"):
         try:
             inserted = _insert_plain(items, using)
         except ROW_ERRORS:

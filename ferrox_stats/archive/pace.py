@@ -7,16 +7,17 @@ GIL to one that waits for it only after the switch interval (5 ms, process-wide 
 host's to set): a request whose socket became ready meanwhile waits up to that, each time
 it needs the GIL back (issue 13: the pass-through's p99).
 
-So those steps call ``pace()`` between pieces of their work. At most every ``STEP_S`` of
-a thread's time it sleeps ``PAUSE_S``: the sleep releases the GIL and lasts long enough
+So those steps call ``pace()`` between pieces of their work. Once ``STEP_S`` passed since
+a thread's last pause, it sleeps ``PAUSE_S``: the sleep releases the GIL and lasts long enough
 for a thread woken by that release to take it. Waiting for a step's GIL then takes about
 ``STEP_S``, not the switch interval; a thread that waits for nothing costs the writer
 ``PAUSE_S`` of wall time per ``STEP_S`` (no CPU).
 
 Not inside ``lock_held()``: on PostgreSQL a batch's transaction holds the archive's
-commit-order lock from its first insert on, and the fleet's other writers wait for it,
-so nothing in that transaction pauses. (On SQLite a batch's insert pauses while it
-holds the file's write lock: only another process's writer on that host waits for it.)
+commit-order lock from its first insert on (a rebuild's, from its start), and the
+fleet's other writers wait for it, so nothing in that transaction pauses. (On SQLite a
+batch's insert pauses while it holds the file's write lock: only another process's
+writer on that host waits for it.)
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ def pace() -> None:
 
 
 @contextmanager
-def lock_held() -> Iterator[None]:
-    """This thread does not pause inside: it holds a lock other processes wait for."""
-    held = getattr(_thread, "held", False)
-    _thread.held = True
+def lock_held(held: bool = True) -> Iterator[None]:
+    """This thread does not pause inside (if ``held``): it holds a lock other processes
+    wait for."""
+    outer = getattr(_thread, "held", False)
+    _thread.held = outer or held
     try:
         yield
     finally:
-        _thread.held = held
+        _thread.held = outer
