@@ -352,11 +352,17 @@ def test_fuzzed_requests_get_documented_answers_and_never_a_5xx(
     )
     def check(case: Any) -> None:
         headers: dict[str, str] = {}
+        # A made-up Host header is the server's to refuse: the host project's Django
+        # answers it with its own 400 page (DisallowedHost) before any view of the app.
+        # Negative cases may carry one (seen once in CI, under pytest-randomly's seed).
+        dropped = {"host"}
         if auth == "token":
             headers["Authorization"] = f"Bearer {fuzz_secret}"
-        elif auth == "anonymous" and case.headers:
+        elif auth == "anonymous":
             # The schema declares the bearer scheme, so cases carry made-up credentials.
-            case.headers = {k: v for k, v in case.headers.items() if k.lower() != "authorization"}
+            dropped.add("authorization")
+        if case.headers:
+            case.headers = {k: v for k, v in case.headers.items() if k.lower() not in dropped}
         response = case.call(headers=headers)
         statuses.add(response.status_code)
         case.validate_response(response, checks=CHECKS, headers=headers)
