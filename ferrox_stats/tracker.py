@@ -44,24 +44,34 @@ class Tracker:
     ``finish_reason`` …) may be set directly; ``finish()`` arguments override them.
     """
 
-    # No __slots__: the attributes a request may never set are class-level defaults,
-    # so building a tracker stores only the seven it is given (issue 13: about a
-    # quarter of the request path was this constructor storing twenty-two).
-    status: int | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    seq: int | None = None
-    _arrived: float | None = None
-    _started: float | None = None
-    _first_token_at: float | None = None
-    _last_token_at: float | None = None
-    _prompt_seen = 0
-    _completion_seen = 0
-    _aborted: str | None = None
-    _ended = False
+    # Slots, every one stored by the constructor: on CPython 3.11 and 3.12 a slotted
+    # tracker storing all twenty-two costs 9-16 % less per request than a dict-backed
+    # one storing seven over class-level defaults (bench/hot_path.py), because the
+    # stores a request makes later (first token, finish) are slot writes too.
+    __slots__ = (
+        "_aborted",
+        "_arrived",
+        "_completion_seen",
+        "_ended",
+        "_first_token_at",
+        "_last_token_at",
+        "_prompt_seen",
+        "_recorder",
+        "_started",
+        "cached_tokens",
+        "client",
+        "completion_tokens",
+        "error",
+        "finish_reason",
+        "model",
+        "prompt_tokens",
+        "request_id",
+        "route",
+        "seq",
+        "status",
+        "stream",
+        "via_api_key",
+    )
 
     def __init__(
         self,
@@ -80,6 +90,21 @@ class Tracker:
         self.request_id = request_id
         self.client = client
         self.via_api_key = via_api_key
+        self.status: int | None = None
+        self.finish_reason: str | None = None
+        self.error: str | None = None
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.cached_tokens: int | None = None
+        self.seq: int | None = None
+        self._arrived: float | None = None
+        self._started: float | None = None
+        self._first_token_at: float | None = None
+        self._last_token_at: float | None = None
+        self._prompt_seen = 0
+        self._completion_seen = 0
+        self._aborted: str | None = None
+        self._ended = False
 
     # -- lifecycle -------------------------------------------------------------
 
