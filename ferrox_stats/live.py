@@ -29,6 +29,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress, repeat, starmap
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -374,9 +375,10 @@ class Recorder:
         early = self._early
         expected = self._stats.recorded_total
         for _ in range(_SEQ_WAIT_ATTEMPTS):
-            batch = [pending.popleft() for _ in range(len(pending))]
+            # Exactly the reports queued now (only a folder pops), in a C-level pass.
+            batch = list(starmap(pending.popleft, repeat((), len(pending))))
             if batch:
-                self._settle(batch, early, expected)
+                expected = self._settle(batch, early, expected)
             expected = self._expose(early, expected)
             if not early:
                 self._gap = None
@@ -417,29 +419,42 @@ class Recorder:
         self._gap = None
         return expected + lost
 
-    def _settle(
-        self, batch: list[tuple[Any, ...]], early: dict[int, Record], expected: int
-    ) -> None:
-        # In C-level passes over the batch where it can. The rate windows get their
-        # (now, delta) samples in queue order: the order in which the requests reported
-        # them, as when each took the lock itself.
+    def _settle(self, batch: list[tuple[Any, ...]], early: dict[int, Record], expected: int) -> int:
+        """Count ``batch``'s reports and hand its records on; return the seq the ring
+        expects next. The usual batch (its seqs follow the ring's last, in order) goes
+        into the ring here; any other waits in ``early`` for ``_expose``."""
+        # In C-level passes over the batch. The rate windows get their (now, delta)
+        # samples in queue order: the order in which the requests reported them, as
+        # when each took the lock itself.
         serving = self._serving
-        prefill = [(item[0], item[1]) for item in batch if item[1]]
-        decode = [(item[0], item[2]) for item in batch if item[2]]
-        finished = [item for item in batch if len(item) == 6]
-        counts = list(map(_COUNTS, finished))
+        try:
+            # Finished reports only (the usual batch): its columns in one pass.
+            nows, prompts, completions, counts, seqs, records = zip(*batch, strict=False)
+        except ValueError:  # mid-stream token deltas among them (3-tuples)
+            prefill = [(item[0], item[1]) for item in batch if item[1]]
+            decode = [(item[0], item[2]) for item in batch if item[2]]
+            finished = [item for item in batch if len(item) == 6]
+            counts = tuple(map(_COUNTS, finished))
+            seqs = tuple(map(_SEQ, finished))
+            records = tuple(map(_RECORD, finished))
+        else:
+            prefill = list(compress(zip(nows, prompts, strict=True), prompts))
+            decode = list(compress(zip(nows, completions, strict=True), completions))
         errors = counts.count(COUNTS_ERROR)
         with serving.lock:
             serving.observe_many_locked(prefill, decode)
             serving.count_completed_locked(counts.count(COUNTS_COMPLETED) + errors, errors)
             if COUNTS_INGESTED in counts:
-                for item in finished:
-                    if item[3] == COUNTS_INGESTED:
-                        record = item[5]
+                for count, record in zip(counts, records, strict=True):
+                    if count == COUNTS_INGESTED:
                         serving.count_finished_locked(record.aborted, record.error is not None)
-        records = list(map(_RECORD, finished))
-        seqs = list(map(_SEQ, finished))
-        if seqs and min(seqs) < expected:
+        if not early and seqs == tuple(range(expected, expected + len(seqs))):
+            # The usual fold: no gap, in order, right after the ring's last.
+            if records:
+                first = self._stats.ring.push_many(records)
+                assert first == expected, "only the recorder pushes to its ring"
+                expected += len(records)
+        elif seqs and min(seqs) < expected:
             # A record whose seq was given up (its place reads LOST_RECORD): counted
             # above, archived by its request, but its place in the ring is taken.
             kept = {seq: r for seq, r in zip(seqs, records, strict=True) if seq >= expected}
@@ -451,6 +466,7 @@ class Recorder:
             self._breakdown.observe_many(records)
         except Exception:
             self._breakdown_failed(len(records))
+        return expected
 
     def _expose(self, early: dict[int, Record], expected: int) -> int:
         # Push the records from ``expected`` on, in seq order, while there is no gap.

@@ -19,7 +19,7 @@ from collections import _count_elements, deque  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from functools import partial
-from itertools import accumulate, compress, count, pairwise, repeat
+from itertools import accumulate, compress, count, pairwise, repeat, starmap
 from operator import is_not, itemgetter, lt, sub, truediv
 from typing import Any
 
@@ -258,7 +258,8 @@ class Breakdown:
         # leave the queue to them up to max_queued.
         self._fold_at = self.max_queued
         queue = self._queue
-        batch = [queue.popleft() for _ in range(len(queue))]
+        # Exactly the records queued now (only a folder pops), in a C-level pass.
+        batch = list(starmap(queue.popleft, repeat((), len(queue))))
         if not batch:
             return
         if not self._fold_batch(batch):
