@@ -44,7 +44,9 @@ class Bench:
 BENCHES: dict[str, Bench] = {
     # name: Bench(script, quick arguments, headline regex, needs)
     "hot_path": Bench(
-        "hot_path.py", "--quick --clock cpu", r"HEADLINE|^\s+tracked / |ns/request|threads / 1"
+        "hot_path.py",
+        "--quick --clock cpu",
+        r"HEADLINE|request path alone|^\s+tracked / |ns/request|threads / 1",
     ),
     "ring_since": Bench("ring_since.py", "--quick", r"x$"),
     "ring_memory": Bench("ring_memory.py", "--quick", r"B per record|x$"),
