@@ -46,8 +46,10 @@ class Tracker:
 
     # Slots, every one stored by the constructor: on CPython 3.11 and 3.12 a slotted
     # tracker storing all twenty-two costs 9-16 % less per request than a dict-backed
-    # one storing seven over class-level defaults (bench/hot_path.py), because the
-    # stores a request makes later (first token, finish) are slot writes too.
+    # one storing seven over class-level defaults, because the stores a request makes
+    # later (first token, finish) are slot writes too (docs/benchmarks.md, "The hot
+    # path: where a tracked request's time goes"). A tracker takes no attribute but
+    # these.
     __slots__ = (
         "_aborted",
         "_arrived",
