@@ -223,25 +223,17 @@ def folds_apart(chunk: int = 1000) -> Variant:
     requests (below ``fold_every``, so a request never folds) the loop folds the
     recorder and the breakdown with its clock stopped; their thread CPU and the records
     folded are kept on the variant (``fold_ns``, ``records``)."""
-    recorder = Recorder(replica="bench")
-    breakdown = recorder._breakdown
+    loop = tracked()
+    recorder = loop.recorder  # type: ignore[attr-defined]
+    breakdown = loop.breakdown  # type: ignore[attr-defined]
     folded = {"fold_ns": 0, "records": 0}
 
     def run(n: int) -> int:
-        track = recorder.track
-        clock = clock_ns
         spent = 0
         done = 0
         while done < n:
             size = min(chunk, n - done)
-            start = clock()
-            for _ in range(size):
-                with track(route=ROUTE, model=MODEL, stream=True) as t:
-                    t.first_token()
-                    t.finish(
-                        status=200, finish_reason="stop", prompt_tokens=512, completion_tokens=128
-                    )
-            spent += clock() - start
+            spent += loop.requests(size)  # type: ignore[attr-defined]
             start = time.thread_time_ns()
             recorder.fold()
             with breakdown._lock:
