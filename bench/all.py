@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from host import commit, cpu_model
+
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
 TIMEOUT_S = 900  # one quick bench; a hung server must not hang the run
@@ -75,6 +77,9 @@ BENCHES: dict[str, Bench] = {
     "archive_writers": Bench(
         "archive_writers.py", "--rows 10000 --rounds 1 --writers 1 2", r"writer\(s\)", "PostgreSQL"
     ),
+    "rollup_instructions": Bench(
+        "rollup_instructions.py", "--batch 500", r"cost the writer", "valgrind, PostgreSQL"
+    ),
     "rollup_fold": Bench(
         "rollup_fold.py", "--deltas 500 2000 --rounds 2", r"deltas pending", "PostgreSQL"
     ),
@@ -111,13 +116,6 @@ def benches_in_directory() -> set[str]:
         for path in BENCH.glob("*.py")
         if path.name != "all.py" and 'if __name__ == "__main__":' in path.read_text()
     }
-
-
-def commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    )
-    return done.stdout.strip() or "unknown"
 
 
 def run(name: str, bench: Bench, quick: bool, out: Path) -> tuple[str, float, list[str]]:
@@ -167,7 +165,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, python "
-        f"{platform.python_version()}, {os.cpu_count()} cores, load average "
+        f"{platform.python_version()}, {os.cpu_count()} cores ({cpu_model()}), load average "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {'quick' if args.quick else 'full'} "
         f"mode; outputs in {out}"
     )

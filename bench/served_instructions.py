@@ -36,15 +36,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from host import commit
+from host import callgrind, commit
 
 REPO = Path(__file__).resolve().parent.parent
 WARM_UP = 300
@@ -114,26 +112,11 @@ for _ in range(n):
 
 def count(case: str, requests: int, cache: bool, env: dict[str, str], tmp: Path) -> dict[str, int]:
     """Callgrind's totals (instructions, and with ``cache`` the misses) for one run."""
-    out = tmp / "callgrind.out"
-    argv = [
-        "valgrind",
-        "--tool=callgrind",
-        f"--callgrind-out-file={out}",
-        *(["--cache-sim=yes"] if cache else []),
-        sys.executable,
-        "-c",
-        CHILD.replace("WARM_UP", str(WARM_UP)),
-        case,
-        str(requests),
-    ]
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{case}: valgrind exited {done.returncode}:\n{done.stderr[-3000:]}")
-    text = out.read_text()
-    events = re.search(r"^events: (.+)$", text, re.M)
-    totals = re.search(r"^totals: (.+)$", text, re.M) or re.search(r"^summary: (.+)$", text, re.M)
-    assert events and totals, "no totals in callgrind's output"
-    return dict(zip(events.group(1).split(), map(int, totals.group(1).split()), strict=True))
+    child = [sys.executable, "-c", CHILD.replace("WARM_UP", str(WARM_UP)), case, str(requests)]
+    try:
+        return callgrind(child, tmp / "callgrind.out", env, cache)
+    except RuntimeError as e:
+        raise RuntimeError(f"{case}: {e}") from None
 
 
 def main() -> None:
