@@ -131,7 +131,8 @@ def main() -> None:
     parser.add_argument("--server", default=SERVER, help="PostgreSQL URL without a database")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
-        print("skipped: valgrind is not installed (apt-get install valgrind)")
+        name = Path(__file__).name
+        print(f"{name}: skipped, valgrind is not installed (apt-get install -y valgrind)")
         return
     groups = "about 540" if args.groups == "all" else f"at most {args.groups}"
     print(

@@ -125,7 +125,8 @@ def main() -> None:
     parser.add_argument("--cache", action="store_true", help="simulate the caches too")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
-        print("skipped: valgrind is not installed (apt-get install valgrind)")
+        name = Path(__file__).name
+        print(f"{name}: skipped, valgrind is not installed (apt-get install -y valgrind)")
         return
     print(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}, python "
