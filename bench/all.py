@@ -89,7 +89,7 @@ BENCHES: dict[str, Bench] = {
         "archive_read.py", "--quick --filters all", r"goal|/ first page|worst", "PostgreSQL"
     ),
     # It fills two rollup histories (30 and 300 days) first: 12 minutes on the machine
-    # of 2026-12-07 17:32, over 15 on a slower one the same day.
+    # of 2026-12-07 17:32, 19 on a slower one the same day.
     "usage_api": Bench("usage_api.py", "--quick", r"HEADLINE", "PostgreSQL", timeout_s=2400),
     "partition_retention": Bench(
         "partition_retention.py", "--quick", r"HEADLINE|migration", "PostgreSQL"
