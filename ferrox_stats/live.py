@@ -31,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress, repeat, starmap
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from .core.breakdown import DEFAULT_FOLD_EVERY, DEFAULT_MAX_QUEUED, Breakdown
 from .core.rate import LastKnown, gauge_problem, pool_occupancy
-from .core.requests import Record, Stats, Summary
+from .core.requests import Record, Stats, Summary, as_record
 from .core.serving import ServingSnapshot, ServingStats
 from .tracker import (
     COUNTS_COMPLETED,
@@ -116,6 +116,11 @@ class RecordSink(Protocol):
     ``submit`` is called on the request path, so it must not block (hand the record
     to a bounded queue and return). A sink may also have ``close(deadline_s=None, *,
     drain=True)`` (stop, writing what is queued unless ``drain=False``) and ``health()``.
+
+    A sink whose ``takes_rows`` is true is handed a tracker's record as the recorder
+    keeps it, a row (an exact tuple of ``Record``'s fields; ``core.requests.as_record``
+    reads it), so that no ``Record`` outlives the request in its queue; any other sink
+    gets the ``Record``.
     """
 
     def submit(self, seq: int, record: Record) -> object: ...
@@ -269,9 +274,15 @@ class Recorder:
             self._submit(seq, record)
         return seq
 
-    def _submit(self, seq: int, record: Record) -> None:
+    def _submit(self, seq: int, record: Record | tuple[Any, ...]) -> None:
+        sink = self.sink
         try:
-            self.sink.submit(seq, record)  # type: ignore[union-attr]
+            # A tracker's record is a row (``Tracker._end``): a sink that does not take
+            # rows gets it as a ``Record``.
+            sink.submit(  # type: ignore[union-attr]
+                seq,
+                cast(Record, record) if getattr(sink, "takes_rows", False) else as_record(record),
+            )
         except Exception:
             # The request path never fails because the archive did; the sink counts
             # its own drops, this counts a sink that broke its contract (logged the

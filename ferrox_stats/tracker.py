@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .core.requests import Record
 from .core.serving import CLIENT_DISCONNECT, EXPLICIT
 
 if TYPE_CHECKING:
@@ -257,29 +256,28 @@ class Tracker:
         arrived = self._arrived
         started = self._started
         try:
-            record = _new_tuple(
-                Record,
-                (
-                    self.request_id,
-                    clock.wall_ms(),
-                    self.route,
-                    self.model,
-                    self.status,
-                    self.stream,
-                    prompt,
-                    completion,
-                    self.cached_tokens,
-                    None if first is None else (first - arrived) * 1000.0,
-                    (now - arrived) * 1000.0,
-                    None if started is None else (started - arrived) * 1000.0,
-                    None if first is None or last is None else (last - first) * 1000.0,
-                    self.finish_reason,
-                    self._aborted,
-                    self.error,
-                    self.client,
-                    self.via_api_key,
-                    recorder.replica,
-                ),
+            # The record as a row (``core.requests.as_record``): an exact tuple of
+            # ``Record``'s fields, in order, which the collector untracks.
+            record = (
+                self.request_id,
+                clock.wall_ms(),
+                self.route,
+                self.model,
+                self.status,
+                self.stream,
+                prompt,
+                completion,
+                self.cached_tokens,
+                None if first is None else (first - arrived) * 1000.0,
+                (now - arrived) * 1000.0,
+                None if started is None else (started - arrived) * 1000.0,
+                None if first is None or last is None else (last - first) * 1000.0,
+                self.finish_reason,
+                self._aborted,
+                self.error,
+                self.client,
+                self.via_api_key,
+                recorder.replica,
             )
         except BaseException:
             # However recording went, the request leaves flight.
@@ -307,8 +305,3 @@ class Tracker:
         if recorder.sink is not None:
             recorder._submit(seq, record)
         return seq
-
-
-# ``Record(...)`` goes through the NamedTuple's Python-level __new__; the tuple's own
-# builds the same object (19 fields, in order) for a fraction of the cost.
-_new_tuple: Any = tuple.__new__

@@ -53,6 +53,21 @@ def test_submitted_records_are_persisted_in_batches(writer: ArchiveWriter) -> No
     )
 
 
+@pytest.mark.django_db
+def test_a_trackers_record_queued_as_a_row_is_archived_as_its_record(
+    writer: ArchiveWriter,
+) -> None:
+    # The recorder hands the writer (which takes rows) a tracker's record as an exact
+    # tuple of Record's fields (live.RecordSink): the row the archive keeps is the same.
+    record = make_record(model="m", via_api_key="k")
+    assert writer.takes_rows
+    assert writer.submit(7, tuple(record))  # type: ignore[arg-type]
+    assert writer.flush_once() == 1
+    stored = FinishedRequest.objects.get()
+    assert (stored.seq, stored.model, stored.via_api_key) == (7, "m", "k")
+    assert stored.request_id == record.request_id
+
+
 def test_a_full_queue_drops_the_new_record_and_counts_it(writer: ArchiveWriter) -> None:
     accepted = [writer.submit(seq, make_record()) for seq in range(13)]
     assert accepted == [True] * 10 + [False] * 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import threading
@@ -253,6 +254,44 @@ def test_a_broken_sink_never_fails_the_request(clock: FakeClock) -> None:
     assert recorder.sink_errors == 1
     assert recorder.serving.active == 0
     assert recorder.stats.recorded_total == 1
+
+
+class RowSink(ListSink):
+    takes_rows = True
+
+
+def test_a_tracked_request_leaves_no_record_the_collector_keeps_tracking(
+    clock: FakeClock,
+) -> None:
+    # A Record (a tuple subclass) is never untracked: each one the ring or a queue holds
+    # through two young collections counts toward a full collection of the whole heap.
+    # The recorder keeps a tracker's record as an exact tuple of atomic values instead,
+    # which the collector untracks; what reads it back gets a Record.
+    recorder = live.Recorder(clock=clock, sink=RowSink())
+    with recorder.track(route="/v1/chat/completions", model="m", via_api_key="k") as t:
+        clock.advance(0.25)
+        t.finish(status=200, prompt_tokens=3, completion_tokens=2)
+    (report,) = recorder._pending
+    row = report[-1]
+    assert type(row) is tuple and len(row) == len(Record._fields)
+    gc.collect()
+    assert not gc.is_tracked(row)
+    assert not gc.is_tracked(report)
+    record = only_record(recorder)
+    assert type(record) is Record
+    assert tuple(record) == row
+    assert (record.model, record.via_api_key, record.duration_ms) == ("m", "k", 250.0)
+    assert recorder.sink.received == [(0, row)]
+
+
+def test_a_sink_that_does_not_take_rows_gets_each_record_as_a_record(clock: FakeClock) -> None:
+    sink = ListSink()
+    recorder = live.Recorder(clock=clock, sink=sink)
+    with recorder.track(model="m") as t:
+        t.finish(status=200)
+    recorder.finished(Record(model="given"))
+    assert [type(r) for _, r in sink.received] == [Record, Record]
+    assert [r.model for _, r in sink.received] == ["m", "given"]
 
 
 def test_finished_and_ingested_records_feed_the_breakdown(

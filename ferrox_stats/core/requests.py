@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -55,6 +57,19 @@ class Record(NamedTuple):
 
 
 RECORD_FIELDS: tuple[str, ...] = Record._fields
+
+as_record: Callable[[Sequence[Any]], Record] = partial(tuple.__new__, Record)
+"""The ``Record`` of a row of its fields in order: what reads a ``row`` back.
+
+A ``Record`` is a tuple subclass, which CPython's cycle collector never untracks: every
+one still alive after two young collections moves to the oldest generation and counts
+toward the next full collection, which walks the whole heap of the process and stops
+every thread. A record the ring retains (1 024 by default), or queued for a fold or the
+archive, lives that long, so a tracked request cost a worker full collections where
+an untracked one cost none (docs/benchmarks.md, "The garbage collector"). The recorder
+keeps a tracker's record as a ``row`` instead: an exact tuple of the same fields, which
+the collector untracks at its first young collection (all of its values are atomic).
+Whatever hands a record out (the ring's reads, a sink) reads it through this."""
 
 RECORD_PACKING: Packing[Record] = columns(
     Record,
@@ -209,7 +224,10 @@ class Stats:
     ) -> None:
         if not isinstance(max_page, int) or isinstance(max_page, bool) or max_page < 1:
             raise ValueError(f"max_page must be a positive integer, got {max_page!r}")
-        self.ring: RequestRing[Record] = RequestRing(capacity, instance, RECORD_PACKING)
+        # Rows pushed as exact tuples (a tracker's) are read as records (``as_record``).
+        self.ring: RequestRing[Record] = RequestRing(
+            capacity, instance, RECORD_PACKING, view=as_record
+        )
         # A poll never returns more than the ring can hold.
         self.max_page = min(max_page, capacity)
 

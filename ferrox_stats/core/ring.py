@@ -72,7 +72,11 @@ class RequestRing(Generic[T]):
     """
 
     def __init__(
-        self, capacity: int, instance: str | None = None, packing: Packing[T] | None = None
+        self,
+        capacity: int,
+        instance: str | None = None,
+        packing: Packing[T] | None = None,
+        view: Callable[[T], T] | None = None,
     ) -> None:
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
             raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
@@ -91,6 +95,9 @@ class RequestRing(Generic[T]):
         # The last block a poll unpacked, as (block number, rows): a poller reading
         # packed rows a page at a time unpacks each block once.
         self._unpacked: tuple[int, Sequence[T]] | None = None
+        # What a row stored as pushed is read as (``since``, ``rows``); packed rows
+        # unpack as read already.
+        self._view = view
         self.packed_blocks = 0
         """Blocks packed so far."""
         self.unpackable_blocks = 0
@@ -233,9 +240,10 @@ class RequestRing(Generic[T]):
     ) -> list[T]:
         """The rows of ``parts`` in order, unpacking packed blocks (outside the lock)."""
         rows: list[T] = []
+        view = self._view
         for number, stored, first, end in parts:
             if isinstance(stored, list):
-                rows += stored[first:end]
+                rows += stored[first:end] if view is None else map(view, stored[first:end])
             else:
                 rows += self._unpack(number, stored, remember)[first:end]
         return rows
