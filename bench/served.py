@@ -22,7 +22,10 @@ others (under sync workers: ferrox_stats' heartbeat and archive writer). Ratios 
 medians of per-round ratios. The tracker's cost in the server is the per-round
 difference of worker CPU per request, tracked minus untracked, set beside the view's
 ``live.track`` call in a tight loop in this process (thread CPU; what
-``bench/hot_path.py`` measures).
+``bench/hot_path.py`` measures). Then, per variant, what CPython's cycle collector
+cost its workers (``gc.callbacks`` in ``served_app``, from each worker's 1 000th request
+on): its thread CPU per request for young, middle and full collections, and how many
+full collections there were (each walks the whole heap and stops every thread).
 
 ``--profile`` then starts one more server (the archive variant when there is
 PostgreSQL) whose views count their own thread CPU, records its workers with py-spy
@@ -170,6 +173,7 @@ def bench_env(
         "FERROX_BENCH_ROLLUPS": "1" if sink == "rollups" else "0",
         "FERROX_BENCH_GROUPS": str(groups),
         "FERROX_BENCH_METRICS_DIR": str(metrics_dir),
+        "FERROX_BENCH_GC": "1",  # served_app counts the cycle collector's work
     }
 
 
@@ -431,6 +435,36 @@ def report(kind: str, runs: dict[str, list[Run]], tight: dict[str, float]) -> di
     return figures
 
 
+COLLECTOR = re.compile(r"COLLECTOR \d+ ((?:\d+ ){6}\d+)")
+
+
+def report_collector(kind: str, servers: dict[str, Server]) -> None:
+    """What the cycle collector cost each variant's workers, from their logs (stopped):
+    its thread CPU per generation per request, and its full collections, from each
+    worker's ``served_app.GC_WARM_UP``-th request on."""
+    print(
+        f"\n{kind}: the cycle collector in the workers, from each one's "
+        "1 000th request on (thread CPU per request)\n\n"
+        "| variant | young collections µs | middle µs | full µs | full collections "
+        "| ms each | requests |\n|---|---:|---:|---:|---:|---:|---:|"
+    )
+    for name, server in servers.items():
+        totals = [0] * 7  # requests, ns per generation, collections per generation
+        for found in COLLECTOR.finditer(server.log.read_text(errors="replace")):
+            for i, value in enumerate(found.group(1).split()):
+                totals[i] += int(value)
+        requests, ns, n = totals[0], totals[1:4], totals[4:7]
+        if not requests:
+            print(f"| {name} | no worker reported |  |  |  |  |  |")
+            continue
+        per = [x / requests / 1e3 for x in ns]
+        each = ns[2] / n[2] / 1e6 if n[2] else 0.0
+        print(
+            f"| {name} | {per[0]:.1f} | {per[1]:.1f} | {per[2]:.1f} | {n[2]} | {each:.1f} "
+            f"| {requests:,} |"
+        )
+
+
 def py_spy() -> str | None:
     for candidate in PY_SPY:
         if found := shutil.which(candidate):
@@ -614,6 +648,7 @@ def main() -> None:
             with serving(kind, database_url, archive, tmp, args.groups) as servers:
                 runs = measure(servers, args.rounds, args.seconds, args.connections)
             report(kind, runs, tight)
+            report_collector(kind, servers)
             if args.profile:
                 if spy := py_spy():
                     profile(kind, database_url, archive, args, tmp, spy, tight)

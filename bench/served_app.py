@@ -120,19 +120,61 @@ def _report_timed() -> None:
             print(f"TIMED {name} {os.getpid()} {requests} {ns}", file=sys.stderr, flush=True)
 
 
+# ``bench/served.py``: the cycle collector's thread CPU and collections per generation,
+# in each worker from its GC_WARM_UP-th request on (the imports and the recorder's build
+# before it bring full collections a long-lived worker pays once), written to the
+# server's log when the worker exits. The counting wraps every view alike.
+COUNT_COLLECTIONS = os.environ.get("FERROX_BENCH_GC") == "1"
+GC_WARM_UP = 1000
+_requests = [0]
+_collections = {"ns": [0, 0, 0], "n": [0, 0, 0], "started": [0]}
+
+
+def _on_collection(phase: str, info: dict[str, int]) -> None:
+    # Called on the thread that collects, before and after each collection.
+    if _requests[0] <= GC_WARM_UP:
+        return
+    now = time.thread_time_ns()
+    if phase == "start":
+        _collections["started"][0] = now
+    elif _collections["started"][0]:
+        generation = info["generation"]
+        _collections["ns"][generation] += now - _collections["started"][0]
+        _collections["n"][generation] += 1
+
+
+def counted(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+    def run(request: HttpRequest) -> HttpResponse:
+        _requests[0] += 1
+        return view(request)
+
+    return run
+
+
+def _report_collections() -> None:
+    requests = max(0, _requests[0] - GC_WARM_UP)
+    if requests:
+        ns, n = _collections["ns"], _collections["n"]
+        # One write of the whole line: both workers write to the same log at exit.
+        line = f"COLLECTOR {os.getpid()} {requests} {' '.join(map(str, [*ns, *n]))}\n"
+        os.write(sys.stderr.fileno(), line.encode())
+
+
+_views: dict[str, Callable[[HttpRequest], HttpResponse]] = {
+    "plain": plain,
+    "tracked": tracked,
+    "prometheus": prometheus,
+}
 if TIME_VIEWS:
     atexit.register(_report_timed)
-    urlpatterns = [
-        path("plain", timed(plain)),
-        path("tracked", timed(tracked)),
-        path("prometheus", timed(prometheus)),
-    ]
-else:
-    urlpatterns = [
-        path("plain", plain),
-        path("tracked", tracked),
-        path("prometheus", prometheus),
-    ]
+    _views = {name: timed(view) for name, view in _views.items()}
+if COUNT_COLLECTIONS:
+    import gc
+
+    gc.callbacks.append(_on_collection)
+    atexit.register(_report_collections)
+    _views = {name: counted(view) for name, view in _views.items()}
+urlpatterns = [path(name, view) for name, view in _views.items()]
 
 
 def wsgi() -> object:
