@@ -40,3 +40,19 @@ def test_the_default_ring_never_packs() -> None:
     for record in records(3 * stats.ring.capacity):
         stats.record(record)
     assert stats.ring.packed_blocks == 0
+
+
+def test_rows_pushed_as_plain_tuples_read_back_as_records_packed_or_not() -> None:
+    # A tracker's record is a row (an exact tuple of Record's fields, which the garbage
+    # collector untracks): every read, of a packed block or of the hot rows, is a Record.
+    pushed = records(5 * HOT)
+    stats = Stats(capacity=4 * HOT)
+    stats.ring.push_many([tuple(record) for record in pushed])
+    assert stats.ring.packed_blocks > 0
+    read = stats.ring.rows()
+    assert read == pushed[HOT:]
+    assert {type(record) for record in read} == {Record}
+    page = stats.since(5 * HOT - 50, 100)
+    assert [type(record) for _, record in page.rows] == [Record] * 50
+    assert page.rows[-1][1].request_id == f"chatcmpl-{5 * HOT - 1}"
+    assert stats.summary() == summarize(pushed[HOT:])
